@@ -1,0 +1,42 @@
+"""Writes to the catalog."""
+
+from typing import TYPE_CHECKING
+
+from catalog.models import Exercise, ExerciseVersion, Tag
+
+if TYPE_CHECKING:
+    from content.folders import ExerciseFolder
+
+
+def exercise_store(*, folder: "ExerciseFolder") -> str:
+    """Store a folder as a new version when its content changed. Returns what happened."""
+    meta = folder.meta
+    exercise = Exercise.objects.select_for_update().filter(slug=folder.slug).first()
+    latest = exercise.versions.order_by("-number").first() if exercise else None
+    if latest is not None and latest.content_hash == folder.content_hash:
+        return "unchanged"
+    fields = {
+        "title": meta.title,
+        "summary": meta.summary,
+        "difficulty": meta.difficulty,
+        "time_minutes": meta.time_minutes,
+        "track": meta.track,
+    }
+    if exercise is None:
+        exercise = Exercise.objects.create(slug=folder.slug, **fields)
+    version = ExerciseVersion.objects.create(
+        exercise=exercise,
+        number=(latest.number + 1) if latest else 1,
+        content_hash=folder.content_hash,
+        tags=list(meta.tags),
+        prompt=folder.prompt,
+        guide=folder.guide.model_dump(mode="json"),
+        files=folder.files,
+        **fields,
+    )
+    for name, value in fields.items():
+        setattr(exercise, name, value)
+    exercise.current_version = version
+    exercise.save()
+    exercise.tags.set([Tag.objects.get_or_create(slug=slug)[0] for slug in meta.tags])
+    return f"new version v{version.number}" if latest else "created (v1)"
