@@ -4,8 +4,10 @@ SHELL := /bin/bash
 
 # The platform (Django 6, Celery) needs Python 3.12+; the grading runner uses the CPU
 # torch wheel built for Python 3.11, the same interpreter as the sandbox image.
-PYTHON_PLATFORM ?= $(shell command -v python3.12 2>/dev/null || ls -d $$HOME/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | tail -n 1)
-PYTHON_RUNNER ?= $(shell command -v python3.11 2>/dev/null)
+# The first candidate that actually runs wins (a pyenv shim may exist but refuse to run).
+find_python = $(firstword $(foreach p,$(1),$(shell $(p) -c 'import sys; print(sys.executable)' 2>/dev/null)))
+PYTHON_PLATFORM ?= $(call find_python,python3.12 python3.13 $(wildcard $(HOME)/.pyenv/versions/3.1[23]*/bin/python3))
+PYTHON_RUNNER ?= $(call find_python,python3.11 /usr/bin/python3.11 $(wildcard $(HOME)/.pyenv/versions/3.11*/bin/python3))
 VENV := .venv
 RUNNER_VENV := .venv-runner
 PY := $(VENV)/bin/python
