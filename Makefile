@@ -56,6 +56,7 @@ validate: $(RUNNER_VENV)/.installed
 	done
 
 test: install lint
+	SECRET_KEY=test-only-secret $(PY) manage.py collectstatic --noinput --verbosity 0
 	SECRET_KEY=test-only-secret $(PY) -m pytest tests --ignore=tests/runner
 	@if [ -d tests/runner ]; then $(RUNNER_PY) -m pytest tests/runner -p no:django; fi
 	$(MAKE) --no-print-directory validate
