@@ -39,7 +39,11 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-install: $(VENV)/.installed $(RUNNER_VENV)/.installed node_modules/.installed
+# The code editor (CodeMirror 6) bundled from npm packages; never committed.
+static-build/build/editor.js: platform/interviews/assets/editor.js node_modules/.installed
+	node_modules/.bin/esbuild $< --bundle --minify --format=iife --target=es2020 --outfile=$@ --log-level=warning
+
+install: $(VENV)/.installed $(RUNNER_VENV)/.installed node_modules/.installed static-build/build/editor.js
 
 run: install
 	$(DEV_ENV) $(PY) manage.py migrate --noinput

@@ -56,6 +56,8 @@ INSTALLED_APPS = [
     "content",
     "catalog",
     "qa",
+    "interviews",
+    "runs",
     "ops",
 ]
 
@@ -122,6 +124,7 @@ STATIC_ROOT = ROOT / "static-collected"
 NODE_MODULES = ROOT / "node_modules"
 STATICFILES_DIRS = [
     ROOT / "platform" / "overlap" / "static",
+    ROOT / "static-build",  # bundles built by `make` from npm packages (the code editor)
     ("vendor/htmx", NODE_MODULES / "htmx.org" / "dist"),
     ("vendor/pico", NODE_MODULES / "@picocss" / "pico" / "css"),
 ]
@@ -143,6 +146,17 @@ SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("BEHIND_TLS")
 
 # Content as data: exercises/<slug>/ and exercises/question-banks/*.yaml
 EXERCISES_DIR = Path(os.environ.get("OVERLAP_EXERCISES_DIR", ROOT / "exercises"))
+
+# Runs: limits the web app enforces before anything reaches a sandbox.
+OVERLAP_MAX_CODE_BYTES = env_int("OVERLAP_MAX_CODE_BYTES", 64 * 1024)
+OVERLAP_RUNS_PER_MINUTE = env_int("OVERLAP_RUNS_PER_MINUTE", 10)
+OVERLAP_RUN_REQUEUE_AFTER = env_int("OVERLAP_RUN_REQUEUE_AFTER", 30)  # seconds queued
+OVERLAP_RUN_MAX_ATTEMPTS = env_int("OVERLAP_RUN_MAX_ATTEMPTS", 2)
+OVERLAP_GRADE_SEEDS = env_int("OVERLAP_GRADE_SEEDS", 20)
+# Which sandbox runs candidate code: auto (docker, else bwrap), docker, bwrap, or process
+# (NOT isolated: local trial only, and only with OVERLAP_SANDBOX_ALLOW_PROCESS=1).
+OVERLAP_SANDBOX = os.environ.get("OVERLAP_SANDBOX", "auto")
+OVERLAP_GPU = os.environ.get("OVERLAP_GPU", "")  # "", "all", or device ids "0,1"
 
 # Celery, fed through Redis. JSON only; every task has explicit limits.
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -19,5 +19,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("exercises/", include("catalog.urls")),
     path("questions/", include("qa.urls")),
+    path("sessions/", include("interviews.urls")),
+    path("c/", include("interviews.candidate_urls")),
     path("healthz", healthz, name="healthz"),
 ]

@@ -35,3 +35,24 @@ def interviewer(db) -> User:
 def staff_client(client, interviewer):
     client.force_login(interviewer)
     return client
+
+
+@pytest.fixture
+def author(db) -> User:
+    user = User.objects.create_user("grace", password="correct horse battery")
+    user.groups.add(Group.objects.get(name="authors"))
+    return user
+
+
+@pytest.fixture
+def live_session(synced, interviewer):
+    from interviews import services
+
+    from catalog.models import Exercise
+
+    exercise = Exercise.objects.get(slug="async-parameter-server")
+    session = services.session_create(interviewer=interviewer, exercise=exercise,
+                                      candidate_name="Lin", candidate_email="lin@example.org")
+    services.session_start(session=session)
+    session.refresh_from_db()
+    return session

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class InterviewsConfig(AppConfig):
+    name = "interviews"
+    verbose_name = "Live interviews"

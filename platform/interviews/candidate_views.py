@@ -1,0 +1,103 @@
+"""The candidate's side, reached only through the session's unguessable token.
+
+Everything here renders from candidate-safe data only: the prompt, the candidate's own
+code and runs, and the prompt text of hints the interviewer revealed. Never the guide.
+"""
+
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+from runs import services as run_services
+from runs.selectors import run_view
+
+from interviews import selectors, services
+
+GONE = 410
+
+
+def _ended(request, session) -> HttpResponse:
+    return HttpResponse("This interview has ended; nothing more can be changed.", status=GONE)
+
+
+@login_not_required
+def workspace(request, token):
+    session = selectors.session_for_candidate(token)
+    revision = services.latest_revision(session)
+    runs = session.runs.all()[:1]
+    context = {
+        "session": session,
+        "token": token,
+        "title": session.exercise_version.title,
+        "prompt": session.exercise_version.prompt,
+        "code": revision.code if revision else "",
+        "revision_number": revision.number if revision else 0,
+        "hints": selectors.candidate_hints(session),
+        "last_run": run_view(runs[0]) if runs else None,
+        "last_run_url": _run_url(token, runs[0].pk) if runs else "",
+    }
+    return render(request, "candidate/workspace.html", context)
+
+
+@login_not_required
+def state(request, token):
+    """Polled by the lobby and the live page: reload when the state moved on."""
+    session = selectors.session_for_candidate(token)
+    response = HttpResponse("")
+    if request.GET.get("state") != session.state:
+        response["HX-Refresh"] = "true"
+    return response
+
+
+@login_not_required
+@require_POST
+def save(request, token):
+    session = selectors.session_for_candidate(token)
+    if session.is_ended:
+        return _ended(request, session)
+    try:
+        revision = services.code_save(session=session, code=request.POST.get("code", ""))
+    except services.SessionError as exc:
+        return HttpResponse(str(exc), status=409)
+    return HttpResponse(f"Saved (revision {revision.number})",
+                        headers={"X-Revision": str(revision.number)})
+
+
+@login_not_required
+@require_POST
+def run(request, token):
+    session = selectors.session_for_candidate(token)
+    if session.is_ended:
+        return _ended(request, session)
+    code = request.POST.get("code", "")
+    try:
+        services.code_save(session=session, code=code)
+        created = run_services.run_create(session=session, code=code, requested_by="candidate")
+    except (services.SessionError, run_services.RunRefused) as exc:
+        return render(request, "candidate/workspace.html#refused", {"message": str(exc)})
+    return render(request, "runs/_run.html",
+                  {"view": run_view(created), "poll_url": _run_url(token, created.pk)})
+
+
+def _run_url(token: str, run_id: int) -> str:
+    return reverse("candidate:run_status", args=[token, run_id])
+
+
+@login_not_required
+def run_status(request, token, run_id):
+    session = selectors.session_for_candidate(token)
+    found = get_object_or_404(session.runs, pk=run_id)
+    if run_services.run_is_stale(found):
+        run_services.runs_recover(run_ids=[found.pk])
+        found.refresh_from_db()
+    return render(request, "runs/_run.html",
+                  {"view": run_view(found), "poll_url": _run_url(token, found.pk)})
+
+
+@login_not_required
+def hints(request, token):
+    session = selectors.session_for_candidate(token)
+    return render(request, "candidate/workspace.html#hints",
+                  {"hints": selectors.candidate_hints(session), "session": session,
+                   "token": token})

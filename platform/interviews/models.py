@@ -1,0 +1,138 @@
+"""A live interview: one candidate, one pinned exercise version, one interviewer."""
+
+import secrets
+
+from django.conf import settings
+from django.db import models
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+class InterviewSession(models.Model):
+    SCHEDULED, LIVE, ENDED = "scheduled", "live", "ended"
+    STATES = [(SCHEDULED, "Scheduled"), (LIVE, "Live"), (ENDED, "Ended")]
+    PHASES = [
+        ("introduction", "Introduction"),
+        ("coding", "Coding"),
+        ("walkthrough", "Walkthrough"),
+        ("followups", "Follow-ups"),
+    ]
+    RECOMMENDATIONS = [
+        ("strong_no", "Strong no hire"),
+        ("no", "No hire"),
+        ("yes", "Hire"),
+        ("strong_yes", "Strong hire"),
+    ]
+
+    exercise_version = models.ForeignKey(
+        "catalog.ExerciseVersion", on_delete=models.PROTECT, related_name="sessions"
+    )
+    interviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="interview_sessions"
+    )
+    candidate_name = models.CharField(max_length=200)
+    candidate_email = models.EmailField()
+    token = models.CharField(max_length=64, unique=True, default=new_token, editable=False)
+    state = models.CharField(max_length=10, choices=STATES, default=SCHEDULED)
+    phase = models.CharField(max_length=12, choices=PHASES, default="introduction")
+    phase_started_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    notes = models.TextField(blank=True, help_text="Private to interviewers")
+    recommendation = models.CharField(max_length=12, choices=RECOMMENDATIONS, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.candidate_name} · {self.exercise_version}"
+
+    @property
+    def is_live(self) -> bool:
+        return self.state == self.LIVE
+
+    @property
+    def is_ended(self) -> bool:
+        return self.state == self.ENDED
+
+
+class SessionQuestion(models.Model):
+    """A Q&A bank question the interviewer planned to ask in this session."""
+
+    session = models.ForeignKey(InterviewSession, on_delete=models.CASCADE,
+                                related_name="bank_questions")
+    question = models.ForeignKey("qa.Question", on_delete=models.PROTECT, related_name="+")
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "question"], name="unique_session_question")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}: question {self.question_id}"
+
+
+class CodeRevision(models.Model):
+    """Every saved state of the candidate's code, in order: autosave and the replay."""
+
+    session = models.ForeignKey(InterviewSession, on_delete=models.CASCADE,
+                                related_name="revisions")
+    number = models.PositiveIntegerField()
+    code = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "number"], name="unique_revision_number")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}: revision {self.number}"
+
+
+class HintReveal(models.Model):
+    session = models.ForeignKey(InterviewSession, on_delete=models.CASCADE,
+                                related_name="hint_reveals")
+    index = models.PositiveSmallIntegerField(help_text="0-based position in the guide's hints")
+    revealed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                                    related_name="+")
+    revealed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["index"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "index"], name="unique_hint_reveal")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}: hint {self.index + 1}"
+
+
+class Score(models.Model):
+    """A score with a note: a rubric criterion, a follow-up, or a bank question."""
+
+    RUBRIC, FOLLOWUP, QUESTION = "rubric", "followup", "question"
+    KINDS = [(RUBRIC, "Rubric criterion"), (FOLLOWUP, "Follow-up"), (QUESTION, "Bank question")]
+
+    session = models.ForeignKey(InterviewSession, on_delete=models.CASCADE,
+                                related_name="scores")
+    kind = models.CharField(max_length=10, choices=KINDS)
+    key = models.CharField(max_length=80, help_text="criterion key, follow-up index, question id")
+    score = models.SmallIntegerField(null=True, blank=True)
+    note = models.TextField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["kind", "key"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "kind", "key"], name="unique_score")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}: {self.kind} {self.key} = {self.score}"

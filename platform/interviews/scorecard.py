@@ -1,0 +1,131 @@
+"""The scorecard: everything about a session, for the page, JSON and Markdown exports."""
+
+from interviews.models import InterviewSession, Score
+from interviews.selectors import scores_by_key
+
+
+def _when(value) -> str:
+    return value.isoformat(timespec="seconds") if value else ""
+
+
+def _offset(session: InterviewSession, moment) -> str:
+    if not (session.started_at and moment):
+        return ""
+    seconds = int((moment - session.started_at).total_seconds())
+    return f"{seconds // 60:02d}:{seconds % 60:02d}"
+
+
+def scorecard_build(session: InterviewSession, *, for_export: bool = False) -> dict:
+    version = session.exercise_version
+    guide = version.guide
+    scores = scores_by_key(session)
+
+    def entry(kind, key):
+        found = scores.get((kind, key))
+        return (found.score if found else None), (found.note if found else "")
+
+    rubric = []
+    for criterion in guide["rubric"]:
+        score, note = entry(Score.RUBRIC, criterion["key"])
+        labels = {level["score"]: level["label"] for level in criterion["levels"]}
+        rubric.append({
+            "key": criterion["key"], "title": criterion["title"], "score": score,
+            "label": labels.get(score, ""), "max": max(labels), "note": note,
+        })
+    scored = [r for r in rubric if r["score"] is not None]
+    followups = []
+    for i, item in enumerate(guide["followups"]["questions"]):
+        score, note = entry(Score.FOLLOWUP, str(i))
+        followups.append({"question": item["question"], "good_answer": item["good_answer"],
+                          "score": score, "note": note})
+    bank_questions = []
+    for sq in session.bank_questions.select_related("question__bank"):
+        score, note = entry(Score.QUESTION, str(sq.question_id))
+        bank_questions.append({"bank": sq.question.bank.title, "question": sq.question.text,
+                               "answer": sq.question.answer, "score": score, "note": note})
+    hints = [
+        {"number": r.index + 1, "prompt": guide["hints"][r.index]["prompt"],
+         "revealed_at": _when(r.revealed_at), "into_session": _offset(session, r.revealed_at),
+         "revealed_by": r.revealed_by.get_username()}
+        for r in session.hint_reveals.select_related("revealed_by")
+    ]
+    runs = [
+        {"id": run.pk, "at": _when(run.created_at),
+         "into_session": _offset(session, run.created_at),
+         "requested_by": run.requested_by, "status": run.status, "verdict": run.verdict,
+         "speedup": run.metrics.get("speedup"), "target_speedup": run.metrics.get("target_speedup")}
+        for run in session.runs.order_by("created_at")
+    ]
+    revisions = list(session.revisions.order_by("number"))
+    card = {
+        "session": {
+            "id": session.pk,
+            "candidate_name": session.candidate_name,
+            "candidate_email": session.candidate_email,
+            "interviewer": session.interviewer.get_username(),
+            "exercise": version.title,
+            "exercise_slug": version.exercise.slug,
+            "exercise_version": version.number,
+            "state": session.state,
+            "started_at": _when(session.started_at),
+            "ended_at": _when(session.ended_at),
+        },
+        "recommendation": session.get_recommendation_display() if session.recommendation else "",
+        "rubric": rubric,
+        "rubric_total": sum(r["score"] for r in scored),
+        "rubric_max": sum(r["max"] for r in rubric),
+        "followups": followups,
+        "bank_questions": bank_questions,
+        "notes": session.notes,
+        "hints": hints,
+        "runs": runs,
+        "best_speedup": max((r["speedup"] for r in runs if r["verdict"] == "accepted"
+                             and r["speedup"]), default=None),
+        "final_code": revisions[-1].code if revisions else "",
+        "revision_count": len(revisions),
+    }
+    if for_export:
+        card["revisions"] = [{"number": r.number, "at": _when(r.created_at), "code": r.code}
+                             for r in revisions]
+    return card
+
+
+def scorecard_markdown(session: InterviewSession) -> str:
+    card = scorecard_build(session)
+    s = card["session"]
+    lines = [
+        f"# Scorecard: {s['candidate_name']}",
+        "",
+        f"- Exercise: {s['exercise']} (v{s['exercise_version']})",
+        f"- Interviewer: {s['interviewer']}",
+        f"- Started: {s['started_at'] or 'not started'} · Ended: {s['ended_at'] or '—'}",
+        f"- Recommendation: **{card['recommendation'] or 'none yet'}**",
+        f"- Rubric: {card['rubric_total']} / {card['rubric_max']}",
+        "",
+        "## Rubric",
+        "",
+    ]
+    for r in card["rubric"]:
+        score = f"{r['score']} ({r['label']})" if r["score"] is not None else "not scored"
+        lines.append(f"- **{r['title']}**: {score}" + (f" — {r['note']}" if r["note"] else ""))
+    lines += ["", "## Hints revealed", ""]
+    lines += [f"- Hint {h['number']} at {h['into_session']} by {h['revealed_by']}"
+              for h in card["hints"]] or ["- none"]
+    lines += ["", "## Runs", ""]
+    lines += [
+        f"- {r['into_session'] or r['at']} · {r['requested_by']} · {r['verdict'] or r['status']}"
+        + (f" · {r['speedup']:.2f}x" if r["speedup"] else "")
+        for r in card["runs"]
+    ] or ["- none"]
+    lines += ["", "## Follow-up questions", ""]
+    for f in card["followups"]:
+        score = f["score"] if f["score"] is not None else "not scored"
+        lines.append(f"- {f['question']} — {score}" + (f" — {f['note']}" if f["note"] else ""))
+    if card["bank_questions"]:
+        lines += ["", "## Q&A questions", ""]
+        for q in card["bank_questions"]:
+            score = q["score"] if q["score"] is not None else "not scored"
+            lines.append(f"- {q['question']} — {score}" + (f" — {q['note']}" if q["note"] else ""))
+    lines += ["", "## Notes", "", card["notes"] or "(none)", "", "## Final code", "",
+              "```python", card["final_code"].rstrip(), "```", ""]
+    return "\n".join(lines)

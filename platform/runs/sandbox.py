@@ -1,0 +1,40 @@
+"""The worker's side of a run: write the pinned exercise version to disk, grade in a sandbox."""
+
+import tempfile
+from pathlib import Path, PurePosixPath
+
+from django.conf import settings
+
+
+class SandboxFailure(Exception):
+    """The platform could not grade the run (no sandbox, broken result): not the candidate's
+    fault, so it becomes an internal error, never a verdict against them."""
+
+
+def materialize(version, target: Path) -> Path:
+    """Write the version's code files (grader, starter, solution, examples) under target."""
+    for name, text in version.files.items():
+        relative = PurePosixPath(name)
+        if relative.is_absolute() or ".." in relative.parts:
+            raise SandboxFailure(f"unsafe file name in exercise version: {name!r}")
+        path = target.joinpath(*relative.parts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return target
+
+
+def grade_in_sandbox(*, version, code: str) -> dict:
+    from runner import sandbox
+
+    with tempfile.TemporaryDirectory(prefix="overlap-exercise-") as tmp:
+        exercise_dir = materialize(version, Path(tmp) / version.exercise.slug)
+        try:
+            return sandbox.grade(
+                exercise_dir,
+                code,
+                backend=settings.OVERLAP_SANDBOX,
+                seeds=settings.OVERLAP_GRADE_SEEDS,
+                gpu=settings.OVERLAP_GPU or None,
+            )
+        except sandbox.SandboxUnavailable as exc:
+            raise SandboxFailure(str(exc)) from exc

@@ -1,0 +1,137 @@
+"""Runs: create (validated, one in flight, rate-limited), execute (claimed once), recover.
+
+The Celery task only calls run_execute; everything that decides lives here.
+"""
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from runs.models import Run
+from runs.sandbox import SandboxFailure, grade_in_sandbox
+
+log = logging.getLogger(__name__)
+
+
+class RunRefused(Exception):
+    """The run was not created; the message is for the person who clicked Run."""
+
+
+def queue_for(version) -> str:
+    return "gpu" if version.track == "gpu" else "default"
+
+
+def run_create(*, session, code: str, requested_by: str) -> Run:
+    size = len(code.encode())
+    if size > settings.OVERLAP_MAX_CODE_BYTES:
+        raise RunRefused(
+            f"The code is {size / 1024:.0f} KiB; runs are limited to "
+            f"{settings.OVERLAP_MAX_CODE_BYTES // 1024} KiB."
+        )
+    if not code.strip():
+        raise RunRefused("There is no code to run.")
+    from interviews.models import InterviewSession
+
+    with transaction.atomic():
+        # One writer per session at a time, so two quick clicks cannot both get through.
+        InterviewSession.objects.select_for_update().filter(pk=session.pk).first()
+        if session.runs.filter(status__in=Run.ACTIVE).exists():
+            raise RunRefused("A run is already in progress; wait for its result.")
+        window = timezone.now() - timedelta(seconds=60)
+        if session.runs.filter(created_at__gte=window).count() >= settings.OVERLAP_RUNS_PER_MINUTE:
+            raise RunRefused("Too many runs in the last minute; try again in a few seconds.")
+        run = Run.objects.create(
+            session=session,
+            exercise_version=session.exercise_version,
+            code=code,
+            requested_by=requested_by,
+            queue=queue_for(session.exercise_version),
+        )
+        transaction.on_commit(lambda: run_enqueue(run=run))
+    return run
+
+
+def run_enqueue(*, run: Run) -> None:
+    from runs.tasks import run_execute_task
+
+    run_execute_task.apply_async((run.pk,), queue=run.queue)
+
+
+def run_execute(*, run_id: int) -> None:
+    """Claim the run (queued -> running) and grade it. A run already claimed is left alone."""
+    claimed = Run.objects.filter(pk=run_id, status=Run.QUEUED).update(
+        status=Run.RUNNING, started_at=timezone.now(), attempts=F("attempts") + 1
+    )
+    if not claimed:
+        log.info("run %s: not queued any more; nothing to do", run_id)
+        return
+    run = Run.objects.select_related("exercise_version").get(pk=run_id)
+    try:
+        result = grade_in_sandbox(version=run.exercise_version, code=run.code)
+    except SandboxFailure as exc:
+        log.warning("run %s: sandbox failure: %s", run_id, exc)
+        _finish(run_id, status=Run.INTERNAL_ERROR, error=str(exc))
+        return
+    except Exception as exc:  # never leave a run in "running" because of our own bug
+        log.exception("run %s: internal error", run_id)
+        _finish(run_id, status=Run.INTERNAL_ERROR, error=f"{type(exc).__name__}: {exc}")
+        raise
+    _finish(run_id, status=Run.DONE, result=result)
+
+
+def _finish(run_id: int, *, status: str, result: dict | None = None, error: str = "") -> None:
+    verdict = (result or {}).get("verdict", "internal_error" if status != Run.DONE else "")
+    Run.objects.filter(pk=run_id, status=Run.RUNNING).update(
+        status=status,
+        result=result,
+        verdict=verdict,
+        backend=(result or {}).get("sandbox", {}).get("backend", "") if result else "",
+        error=error,
+        finished_at=timezone.now(),
+    )
+
+
+def runs_recover(*, now=None, run_ids=None) -> dict[str, int]:
+    """Nothing stays stuck: re-enqueue queued runs whose message may be lost (e.g. Redis
+    restarted), retry or fail runs whose worker died. Safe to call from anywhere, any time:
+    the claim in run_execute makes a duplicate message harmless."""
+    now = now or timezone.now()
+    runs = Run.objects.all() if run_ids is None else Run.objects.filter(pk__in=run_ids)
+    lost_after = timedelta(seconds=settings.OVERLAP_RUN_REQUEUE_AFTER)
+    dead_after = timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 30)
+    counts = {"requeued": 0, "retried": 0, "failed": 0}
+
+    for run in runs.filter(status=Run.QUEUED, created_at__lt=now - lost_after):
+        run_enqueue(run=run)
+        counts["requeued"] += 1
+
+    dead = runs.filter(status=Run.RUNNING, started_at__lt=now - dead_after)
+    for run in dead:
+        if run.attempts < settings.OVERLAP_RUN_MAX_ATTEMPTS:
+            if Run.objects.filter(pk=run.pk, status=Run.RUNNING).update(status=Run.QUEUED):
+                run_enqueue(run=run)
+                counts["retried"] += 1
+        else:
+            counts["failed"] += Run.objects.filter(pk=run.pk, status=Run.RUNNING).update(
+                status=Run.INTERNAL_ERROR,
+                verdict="internal_error",
+                error="The worker running this stopped before finishing (tried "
+                      f"{run.attempts} times).",
+                finished_at=now,
+            )
+    return counts
+
+
+def run_is_stale(run: Run, *, now=None) -> bool:
+    now = now or timezone.now()
+    lost = run.status == Run.QUEUED and run.created_at < now - timedelta(
+        seconds=settings.OVERLAP_RUN_REQUEUE_AFTER)
+    dead = run.status == Run.RUNNING and run.started_at and run.started_at < now - timedelta(
+        seconds=settings.CELERY_TASK_TIME_LIMIT + 30)
+    return bool(lost or dead)
+
+

@@ -1,0 +1,114 @@
+"""Runs: validated, one in flight, rate-limited, claimed once, never left stuck."""
+
+from datetime import timedelta
+
+import pytest
+import redis
+from django.conf import settings
+from django.utils import timezone
+from runs import services
+from runs.models import Run
+
+pytestmark = pytest.mark.django_db
+
+
+def _queue_length(name: str = "default") -> int:
+    return redis.Redis.from_url(settings.CELERY_BROKER_URL).llen(name)
+
+
+def test_candidate_run_is_queued_and_shows_progress(client, live_session):
+    response = client.post(f"/c/{live_session.token}/run/", {"code": "x = 1\n"})
+    html = response.content.decode()
+    run = live_session.runs.get()
+    assert run.status == Run.QUEUED and run.code == "x = 1\n" and run.requested_by == "candidate"
+    assert "Queued" in html
+    assert f'hx-get="/c/{live_session.token}/runs/{run.pk}/"' in html
+    # The code that ran is also a saved revision, for the replay.
+    assert live_session.revisions.filter(code="x = 1\n").exists()
+
+
+def test_only_one_run_in_flight_per_session(client, live_session):
+    client.post(f"/c/{live_session.token}/run/", {"code": "x = 1\n"})
+    second = client.post(f"/c/{live_session.token}/run/", {"code": "x = 2\n"}).content.decode()
+    assert "already in progress" in second
+    assert live_session.runs.count() == 1
+
+
+def test_runs_are_rate_limited_per_session(client, live_session, settings):
+    settings.OVERLAP_RUNS_PER_MINUTE = 2
+    for i in range(2):
+        client.post(f"/c/{live_session.token}/run/", {"code": f"x = {i}\n"})
+        live_session.runs.update(status=Run.DONE)
+    third = client.post(f"/c/{live_session.token}/run/", {"code": "x = 9\n"}).content.decode()
+    assert "Too many runs" in third
+    assert live_session.runs.count() == 2
+
+
+def test_oversized_code_is_refused_before_any_sandbox(client, live_session, settings):
+    settings.OVERLAP_MAX_CODE_BYTES = 100
+    html = client.post(f"/c/{live_session.token}/run/", {"code": "#" * 500}).content.decode()
+    assert "limited to" in html or "larger than" in html
+    assert live_session.runs.count() == 0
+
+
+def test_gpu_exercises_go_to_the_gpu_queue(live_session):
+    version = live_session.exercise_version
+    version.track = "gpu"
+    assert services.queue_for(version) == "gpu"
+    version.track = "simulated"
+    assert services.queue_for(version) == "default"
+
+
+def test_a_claimed_run_is_never_run_twice(live_session):
+    run = Run.objects.create(session=live_session, exercise_version=live_session.exercise_version,
+                             code="x = 1\n", status=Run.RUNNING, attempts=1,
+                             started_at=timezone.now())
+    services.run_execute(run_id=run.pk)  # a redelivered message
+    run.refresh_from_db()
+    assert (run.status, run.attempts, run.result) == (Run.RUNNING, 1, None)
+
+
+def _old(minutes=10):
+    return timezone.now() - timedelta(minutes=minutes)
+
+
+def test_a_queued_run_whose_message_was_lost_is_enqueued_again(live_session):
+    run = Run.objects.create(session=live_session, exercise_version=live_session.exercise_version,
+                             code="x = 1\n")
+    Run.objects.filter(pk=run.pk).update(created_at=_old())
+    before = _queue_length()
+    counts = services.runs_recover(run_ids=[run.pk])
+    assert counts["requeued"] == 1
+    assert _queue_length() == before + 1
+
+
+def test_a_run_whose_worker_died_is_retried_then_failed_clearly(live_session):
+    run = Run.objects.create(session=live_session, exercise_version=live_session.exercise_version,
+                             code="x = 1\n", status=Run.RUNNING, attempts=1, started_at=_old())
+    assert services.runs_recover(run_ids=[run.pk])["retried"] == 1
+    run.refresh_from_db()
+    assert run.status == Run.QUEUED
+
+    Run.objects.filter(pk=run.pk).update(status=Run.RUNNING, attempts=2, started_at=_old())
+    assert services.runs_recover(run_ids=[run.pk])["failed"] == 1
+    run.refresh_from_db()
+    assert run.status == Run.INTERNAL_ERROR and run.verdict == "internal_error"
+    assert "stopped before finishing" in run.error
+
+
+def test_polling_a_stuck_run_recovers_it(client, live_session):
+    run = Run.objects.create(session=live_session, exercise_version=live_session.exercise_version,
+                             code="x = 1\n", status=Run.RUNNING, attempts=2, started_at=_old())
+    html = client.get(f"/c/{live_session.token}/runs/{run.pk}/").content.decode()
+    assert "Internal error" in html
+    assert "not your code" in html.lower() or "not your\n" in html.lower() or "fault" in html
+
+
+def test_a_candidate_cannot_poll_another_sessions_run(client, live_session, interviewer):
+    from interviews import services as session_services
+
+    other = session_services.session_create(
+        interviewer=interviewer, exercise=live_session.exercise_version.exercise,
+        candidate_name="Other", candidate_email="o@example.org")
+    run = Run.objects.create(session=other, exercise_version=other.exercise_version, code="x")
+    assert client.get(f"/c/{live_session.token}/runs/{run.pk}/").status_code == 404
