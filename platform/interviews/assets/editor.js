@@ -87,6 +87,7 @@ function setup(host) {
       runKeys,
       basicSetup,
       python(),
+      EditorView.lineWrapping,
       EditorView.updateListener.of((update) => {
         if (update.docChanged) changed(update.state.doc.toString());
       }),
