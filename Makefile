@@ -39,11 +39,15 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-# The code editor (CodeMirror 6) bundled from npm packages; never committed.
-static-build/build/editor.js: platform/interviews/assets/editor.js node_modules/.installed
+# Browser bundles (the CodeMirror 6 editor…) built from npm packages, never committed:
+# platform/<app>/assets/<name>.js -> static-build/build/<name>.js
+ASSETS := $(wildcard platform/*/assets/*.js)
+BUNDLES := $(addprefix static-build/build/,$(notdir $(ASSETS)))
+vpath %.js $(sort $(dir $(ASSETS)))
+static-build/build/%.js: %.js node_modules/.installed
 	node_modules/.bin/esbuild $< --bundle --minify --format=iife --target=es2020 --outfile=$@ --log-level=warning
 
-install: $(VENV)/.installed $(RUNNER_VENV)/.installed node_modules/.installed static-build/build/editor.js
+install: $(VENV)/.installed $(RUNNER_VENV)/.installed node_modules/.installed $(BUNDLES)
 
 run: install
 	$(DEV_ENV) $(PY) manage.py migrate --noinput
