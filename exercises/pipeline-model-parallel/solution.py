@@ -1,0 +1,39 @@
+"""Reference solution: one task per micro-batch, a lock per node, a semaphore for depth.
+
+- ``depth`` (a semaphore of ``max_in_flight``) is held from a micro-batch's first
+  forward to its last backward, so no more than that many hold activations.
+- ``node_locks[k]`` makes stage ``k`` run one operation at a time; a lock is never
+  held while waiting for another one, so there is no lock-ordering deadlock.
+- Each task walks its micro-batch forward through the stages and back; the lock
+  queues let different micro-batches use different stages at the same time.
+"""
+
+import asyncio
+
+
+class Trainer:
+    def __init__(self, cluster):
+        self.config = cluster.config
+        self.stages = cluster.stages
+        self.links = cluster.links
+        self.microbatches = cluster.microbatches
+        self.node_locks = [asyncio.Lock() for _ in self.stages]
+        self.depth = asyncio.Semaphore(self.config.max_in_flight)
+
+    async def run_microbatch(self, mb):
+        async with self.depth:
+            x = mb.inputs
+            for k, stage in enumerate(self.stages):
+                async with self.node_locks[k]:
+                    x = await stage.forward_async(mb.id, x)
+                if k < len(self.links):
+                    x = await self.links[k].send_async(x, mb.id)
+            grad = mb.loss_gradient(x)
+            for k in reversed(range(len(self.stages))):
+                async with self.node_locks[k]:
+                    grad = await self.stages[k].backward_async(mb.id, grad)
+                if k > 0:
+                    grad = await self.links[k - 1].send_async(grad, mb.id)
+
+    async def train(self):
+        await asyncio.gather(*(self.run_microbatch(mb) for mb in self.microbatches))
