@@ -15,24 +15,25 @@ RUNNER_PY := $(RUNNER_VENV)/bin/python
 DEV_ENV := DEBUG=1
 export OVERLAP_RUNNER_PYTHON ?= $(CURDIR)/$(RUNNER_PY)
 
-.PHONY: help install run test lint bench validate clean
+.PHONY: help install run test lint bench validate sandbox-image clean
 
 help:
 	@echo "make run    - start Overlap on http://127.0.0.1:8000 (SQLite, own Redis, worker, web)"
 	@echo "make test   - run every test (uses DATABASE_URL / REDIS_URL when set)"
-	@echo "make bench  - grading and sandbox benchmarks"
+	@echo "make bench  - grading, sandbox and live-interview benchmarks"
 	@echo "make lint   - ruff"
+	@echo "make sandbox-image - build the docker sandbox image offline"
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON_PLATFORM)" || { echo "Python 3.12 not found (set PYTHON_PLATFORM=...)"; exit 1; }
 	$(PYTHON_PLATFORM) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet -e ".[dev]"
+	$(VENV)/bin/pip install -qq -e ".[dev]"
 	touch $@
 
 $(RUNNER_VENV)/.installed: runner/requirements.txt
 	@test -n "$(PYTHON_RUNNER)" || { echo "Python 3.11 not found (set PYTHON_RUNNER=...)"; exit 1; }
 	$(PYTHON_RUNNER) -m venv $(RUNNER_VENV)
-	$(RUNNER_VENV)/bin/pip install --quiet -r runner/requirements.txt pytest==9.0.3
+	$(RUNNER_VENV)/bin/pip install -qq -r runner/requirements.txt pytest==9.0.3
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
@@ -48,6 +49,11 @@ static-build/build/%.js: %.js node_modules/.installed
 	node_modules/.bin/esbuild $< --bundle --minify --format=iife --target=es2020 --outfile=$@ --log-level=warning
 
 install: $(VENV)/.installed $(RUNNER_VENV)/.installed node_modules/.installed $(BUNDLES)
+
+# The docker sandbox image, built offline (debootstrap + local wheels); needs a Docker engine.
+sandbox-image: $(VENV)/.installed
+	sh docker/start-dockerd.sh
+	PYTHON=$(CURDIR)/$(PY) sh docker/sandbox/build.sh
 
 run: install
 	$(DEV_ENV) $(PY) manage.py migrate --noinput
@@ -71,6 +77,9 @@ test: install lint
 
 bench: install
 	$(RUNNER_PY) -m runner bench
+	$(PY) -m runner.sandbox.bench
+	$(DEV_ENV) $(PY) manage.py migrate --noinput --verbosity 0
+	$(DEV_ENV) $(PY) manage.py bench_live
 
 clean:
 	rm -rf $(VENV) $(RUNNER_VENV) node_modules var static-collected

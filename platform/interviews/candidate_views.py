@@ -9,10 +9,10 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
-from runs import services as run_services
-from runs.selectors import run_view
 
 from interviews import selectors, services
+from runs import services as run_services
+from runs.selectors import run_view
 
 GONE = 410
 

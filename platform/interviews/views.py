@@ -6,13 +6,13 @@ from django.contrib import messages
 from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
-from runs import services as run_services
-from runs.selectors import run_view
 
 from interviews import scorecard as scorecards
 from interviews import selectors, services
 from interviews.forms import SessionForm
 from interviews.models import InterviewSession, Score
+from runs import services as run_services
+from runs.selectors import run_view
 
 STOP_POLLING = 286  # htmx stops polling on this status
 

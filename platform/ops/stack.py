@@ -74,6 +74,7 @@ class Stack:
             if not wait_for_port(self.redis_port):
                 raise RuntimeError(f"Redis did not start on port {self.redis_port}")
             self.env["REDIS_URL"] = f"redis://127.0.0.1:{self.redis_port}/0"
+        self._choose_sandbox()
         self._start("worker", [
             sys.executable, "-m", "celery", "-A", "overlap", "worker", "--loglevel", "INFO",
             "--queues", "default", "--concurrency", "2", "--hostname", "overlap-local@%h",
@@ -81,6 +82,22 @@ class Stack:
         self._start("web", [
             sys.executable, "manage.py", "runserver", f"127.0.0.1:{self.web_port}", "--noreload",
         ])
+
+    def _choose_sandbox(self) -> None:
+        """Docker when an engine answers and the image exists, else bwrap, else (local
+        trial only) the process backend, with a loud warning."""
+        from runner import sandbox
+
+        problems = sandbox.backend_problems()
+        for name in ("docker", "bwrap"):
+            if problems.get(name) is None:
+                self.log(f"sandbox: {name}")
+                return
+            self.log(f"sandbox: {name} unavailable: {problems[name]}")
+        self.env["OVERLAP_SANDBOX_ALLOW_PROCESS"] = "1"
+        self.log("WARNING: no isolating sandbox here; candidate code runs as a plain "
+                 "process (NOT isolated). Fine for a local trial, never for real interviews: "
+                 "install bubblewrap or Docker (`make sandbox-image`).")
 
     def wait(self) -> int:
         """Block until a child exits; returns its exit status."""

@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "interviews",
     "runs",
     "ops",
+    "authoring",
 ]
 
 MIDDLEWARE = [
@@ -89,6 +90,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "accounts.context_processors.roles",
             ],
             "builtins": ["content.templatetags.markdown"],
         },

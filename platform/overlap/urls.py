@@ -21,5 +21,6 @@ urlpatterns = [
     path("questions/", include("qa.urls")),
     path("sessions/", include("interviews.urls")),
     path("c/", include("interviews.candidate_urls")),
+    path("authoring/", include("authoring.urls")),
     path("healthz", healthz, name="healthz"),
 ]

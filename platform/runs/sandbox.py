@@ -1,9 +1,12 @@
 """The worker's side of a run: write the pinned exercise version to disk, grade in a sandbox."""
 
+import logging
 import tempfile
 from pathlib import Path, PurePosixPath
 
 from django.conf import settings
+
+log = logging.getLogger(__name__)
 
 
 class SandboxFailure(Exception):
@@ -38,3 +41,21 @@ def grade_in_sandbox(*, version, code: str) -> dict:
             )
         except sandbox.SandboxUnavailable as exc:
             raise SandboxFailure(str(exc)) from exc
+
+
+def sandbox_reap() -> int:
+    """At worker start: remove containers and processes a killed worker left behind."""
+    from runner import sandbox
+
+    return sandbox.reap_leftovers()
+
+
+def sandbox_pool_start() -> None:
+    """In each worker process: keep a few sandboxes started, torch imported, for one run
+    each, so a run does not pay the start-up (on by default for docker)."""
+    from runner import sandbox
+
+    try:
+        sandbox.start_pool(settings.OVERLAP_SANDBOX, gpu=settings.OVERLAP_GPU or None)
+    except sandbox.SandboxUnavailable as exc:
+        log.warning("no warm sandbox pool: %s", exc)

@@ -1,7 +1,7 @@
 from celery import shared_task
-from celery.signals import worker_ready
+from celery.signals import worker_process_init, worker_ready
 
-from runs import services
+from runs import sandbox, services
 
 
 @shared_task(name="runs.execute", acks_late=True, reject_on_worker_lost=True)
@@ -11,5 +11,11 @@ def run_execute_task(run_id: int) -> None:
 
 @worker_ready.connect
 def _recover_on_start(**kwargs) -> None:
-    """A worker that starts finishes what a dead one left behind."""
+    """A worker that starts cleans up and finishes what a dead one left behind."""
+    sandbox.sandbox_reap()
     services.runs_recover()
+
+
+@worker_process_init.connect
+def _warm_sandboxes(**kwargs) -> None:
+    sandbox.sandbox_pool_start()

@@ -46,9 +46,8 @@ def author(db) -> User:
 
 @pytest.fixture
 def live_session(synced, interviewer):
-    from interviews import services
-
     from catalog.models import Exercise
+    from interviews import services
 
     exercise = Exercise.objects.get(slug="async-parameter-server")
     session = services.session_create(interviewer=interviewer, exercise=exercise,

@@ -6,8 +6,8 @@ rubric, notes and good answers.
 """
 
 import pytest
-from interviews import services
 
+from interviews import services
 from qa.models import Question
 
 pytestmark = pytest.mark.django_db

@@ -6,6 +6,7 @@ import pytest
 import redis
 from django.conf import settings
 from django.utils import timezone
+
 from runs import services
 from runs.models import Run
 

@@ -1,6 +1,7 @@
 import json
 
 import pytest
+
 from interviews import services
 
 pytestmark = pytest.mark.django_db

@@ -5,11 +5,11 @@ import re
 
 import pytest
 from django.contrib.auth.models import User
-from interviews import services
-from interviews.models import InterviewSession
 
 from catalog.models import Exercise
 from content.services import content_sync
+from interviews import services
+from interviews.models import InterviewSession
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,12 @@ from runner import grading  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 EXERCISES = REPO / "exercises"
-SLUGS = ["async-gradient-accumulation", "pipeline-model-parallel", "async-parameter-server"]
+SLUGS = [
+    "async-gradient-accumulation",
+    "pipeline-model-parallel",
+    "async-parameter-server",
+    "straggler-backup-workers",
+]
 TINY = Path(__file__).resolve().parent / "fixtures" / "tiny"
 
 

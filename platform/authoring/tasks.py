@@ -1,0 +1,15 @@
+from celery import shared_task
+from celery.signals import worker_ready
+
+from authoring import services
+
+
+@shared_task(name="authoring.validation_step", acks_late=True, reject_on_worker_lost=True)
+def validation_step_task(validation_id: int) -> None:
+    services.validation_step(validation_id=validation_id)
+
+
+@worker_ready.connect
+def _recover_on_start(**kwargs) -> None:
+    """A worker that starts finishes the validations a dead one left behind."""
+    services.validations_recover()

@@ -1,0 +1,148 @@
+"""Benchmark of a live interview through the real stack (web, Redis, worker, sandbox).
+
+- click-to-verdict: POST run -> the run's partial shows the verdict, polled as the page
+  does; with 1 and with N concurrent live sessions.
+- keystroke-to-interviewer-view: autosave POST -> the console's live-code panel, polled
+  every second as the console does, shows the new text.
+"""
+
+import http.cookiejar
+import json
+import random
+import re
+import statistics
+import threading
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+class Browser:
+    """A cookie-keeping HTTP client that sends Django's CSRF token like htmx does."""
+
+    def __init__(self, base: str):
+        self.base = base
+        self.jar = http.cookiejar.CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
+
+    def _csrf(self) -> str:
+        return next((c.value for c in self.jar if c.name == "csrftoken"), "")
+
+    def get(self, path: str) -> str:
+        with self.opener.open(self.base + path, timeout=30) as response:
+            return response.read().decode()
+
+    def post(self, path: str, data: dict) -> str:
+        request = urllib.request.Request(
+            self.base + path, data=urllib.parse.urlencode(data).encode(),
+            headers={"X-CSRFToken": self._csrf(), "Referer": self.base + path},
+        )
+        with self.opener.open(request, timeout=30) as response:
+            return response.read().decode()
+
+    def log_in(self, username: str, password: str) -> None:
+        self.get("/accounts/login/")
+        self.post("/accounts/login/", {"username": username, "password": password,
+                                       "csrfmiddlewaretoken": self._csrf()})
+
+
+@dataclass
+class Samples:
+    values: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, value: float) -> None:
+        with self.lock:
+            self.values.append(value)
+
+    def row(self, label: str) -> str:
+        v = self.values
+        if not v:
+            return f"| {label} | 0 | - | - | - | {len(self.errors)} |"
+        return (f"| {label} | {len(v)} | {percentile(v, 0.5):.3f} | {percentile(v, 0.95):.3f} "
+                f"| {statistics.mean(v):.3f} | {len(self.errors)} |")
+
+
+RUN_ID = re.compile(r'id="run-(\d+)"')
+
+
+def click_to_verdict(base: str, token: str, code: str, runs: int, samples: Samples) -> None:
+    browser = Browser(base)
+    browser.get(f"/c/{token}/")
+    for i in range(runs):
+        started = time.perf_counter()
+        html = browser.post(f"/c/{token}/run/", {"code": f"{code}\n# run {i}\n"})
+        match = RUN_ID.search(html)
+        if not match:
+            samples.errors.append(html[:200])
+            time.sleep(1)
+            continue
+        run_id = match.group(1)
+        while "run-active" in html:
+            time.sleep(0.1)  # the page polls faster (every 500 ms) only in real browsers
+            html = browser.get(f"/c/{token}/runs/{run_id}/")
+            if time.perf_counter() - started > 120:
+                samples.errors.append(f"run {run_id} took over 120 s")
+                break
+        else:
+            if 'class="verdict"' not in html:
+                samples.errors.append(f"run {run_id}: no verdict")
+            else:
+                samples.add(time.perf_counter() - started)
+
+
+def keystroke_to_view(base: str, token: str, session_pk: int, staff: tuple[str, str],
+                      repeats: int, samples: Samples, poll_s: float = 1.0) -> None:
+    candidate = Browser(base)
+    candidate.get(f"/c/{token}/")
+    interviewer = Browser(base)
+    interviewer.log_in(*staff)
+    for i in range(repeats):
+        marker = f"# keystroke {i} {random.random()}"
+        time.sleep(random.uniform(0, poll_s))  # the console's poll phase is arbitrary
+        started = time.perf_counter()
+        candidate.post(f"/c/{token}/save/", {"code": f"x = {i}\n{marker}\n"})
+        next_poll = started + random.uniform(0, poll_s)
+        while True:
+            time.sleep(max(0.0, next_poll - time.perf_counter()))
+            if marker in interviewer.get(f"/sessions/{session_pk}/code/"):
+                samples.add(time.perf_counter() - started)
+                break
+            next_poll += poll_s
+            if time.perf_counter() - started > 30:
+                samples.errors.append("live view never showed the change")
+                break
+
+
+def clicks_concurrently(base: str, tokens: list[str], code: str, runs: int) -> Samples:
+    """One thread per live session, each clicking Run `runs` times, one run at a time."""
+    samples = Samples()
+    threads = [threading.Thread(target=click_to_verdict, args=(base, t, code, runs, samples))
+               for t in tokens]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return samples
+
+
+def report(title: str, rows: list[str]) -> str:
+    header = ["", f"### {title}", "", "| measure | n | p50 s | p95 s | mean s | errors |",
+              "|---|---|---|---|---|---|"]
+    return "\n".join(header + rows)
+
+
+def as_json(samples: dict[str, Samples]) -> str:
+    return json.dumps({k: {"n": len(s.values), "p50": percentile(s.values, 0.5),
+                           "p95": percentile(s.values, 0.95), "errors": len(s.errors)}
+                       for k, s in samples.items()}, indent=2)

@@ -1,0 +1,77 @@
+import os
+import socket
+import sys
+
+from django.conf import settings
+from django.contrib.auth.models import Group, User
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from catalog.models import Exercise
+from interviews import services
+from ops import bench_live
+from ops.stack import Stack, wait_for_port
+
+STAFF = ("bench-interviewer", "bench-password-not-secret")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Command(BaseCommand):
+    help = "Benchmark click-to-verdict and keystroke-to-interviewer latency on a real stack."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--exercise", default="async-parameter-server")
+        parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 10])
+        parser.add_argument("--runs", type=int, default=10, help="runs per session")
+        parser.add_argument("--keystrokes", type=int, default=20)
+
+    def handle(self, *args, exercise, concurrency, runs, keystrokes, **options):
+        call_command("sync_content", verbosity=0)
+        user, _ = User.objects.get_or_create(username=STAFF[0])
+        user.set_password(STAFF[1])
+        user.save()
+        user.groups.add(Group.objects.get(name="interviewers"))
+        target = Exercise.objects.get(slug=exercise)
+        code = target.current_version.files["solution.py"]
+
+        port, redis_port = _free_port(), _free_port()
+        stack = Stack(settings.ROOT, settings.VAR_DIR, port, redis_port,
+                      log=lambda line: self.stderr.write(f"[bench] {line}"))
+        os.environ.setdefault("OVERLAP_SANDBOX_POOL_SIZE", "2")
+        try:
+            stack.start()
+            wait_for_port(port, timeout=30)
+            base = f"http://127.0.0.1:{port}"
+            samples = {}
+            for n in concurrency:
+                sessions = [self._live_session(user, target) for _ in range(n)]
+                tokens = [s.token for s in sessions]
+                # Warm-up: one run per session, not measured (first sandboxes, first imports).
+                bench_live.clicks_concurrently(base, tokens, code, 1)
+                samples[f"click-to-verdict, {n} concurrent session(s)"] = (
+                    bench_live.clicks_concurrently(base, tokens, code, runs))
+            live = bench_live.Samples()
+            session = self._live_session(user, target)
+            bench_live.keystroke_to_view(base, session.token, session.pk, STAFF, keystrokes,
+                                         live)
+            samples["keystroke-to-interviewer-view (console polls every 1 s)"] = live
+        finally:
+            stack.stop()
+        backend = os.environ.get("OVERLAP_SANDBOX", settings.OVERLAP_SANDBOX)
+        self.stdout.write(bench_live.report(
+            f"Live interview latency ({exercise}, sandbox {backend}, {sys.platform})",
+            [s.row(label) for label, s in samples.items()]))
+        for label, s in samples.items():
+            for error in s.errors[:3]:
+                self.stderr.write(f"{label}: {error}")
+
+    def _live_session(self, user, exercise):
+        session = services.session_create(interviewer=user, exercise=exercise,
+                                          candidate_name="Bench", candidate_email="b@example.org")
+        services.session_start(session=session)
+        return session

@@ -1,0 +1,122 @@
+"""Sandbox overhead and latency, per backend: `python -m runner.sandbox.bench`.
+
+For each backend that can run here: N runs sequentially and N runs 4 at a time, with and
+without the warm pool. Latency is the end-to-end time of one run (what a caller waits);
+overhead is latency minus the grading time the sandbox measured (starting the sandbox,
+sending the job, collecting the report, cleaning up). A benchmark, not a test: it prints a
+table and asserts nothing.
+
+    python -m runner.sandbox.bench [--runs 50] [--backends docker,bwrap] [--grade]
+
+The job is a small program importing torch (as every grading does); --grade runs the
+engine on exercises/async-gradient-accumulation's starter instead.
+"""
+
+import argparse
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from runner.sandbox.limits import Limits
+from runner.sandbox.pool import start_pool, stop_pool
+from runner.sandbox.run import BACKENDS, get_backend, grade, run_script
+
+PROGRAM = (
+    "import json, torch\n"
+    "x = torch.ones(64, 64)\n"
+    "print(json.dumps({'status': 'pass', 'verdict': 'ok', 'message': str(float(x.sum()))}))\n"
+)
+EXERCISE = Path(__file__).resolve().parents[2] / "exercises" / "async-gradient-accumulation"
+
+
+def _one(backend: str, use_grade: bool) -> tuple[float, float]:
+    started = time.monotonic()
+    if use_grade:
+        code = (EXERCISE / "starter.py").read_text()
+        result = grade(EXERCISE, code, seeds=1, backend=backend, allow_unisolated=True)
+    else:
+        result = run_script(PROGRAM, backend=backend, allow_unisolated=True)
+    latency = time.monotonic() - started
+    if result["status"] == "error":
+        raise RuntimeError(f"{backend}: {result['verdict']}: {result['message']}")
+    return latency, latency - (result["sandbox"]["grading_s"] or 0.0)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def measure(backend: str, runs: int, concurrency: int, pool: bool, use_grade: bool) -> dict:
+    warm = None
+    if pool:
+        warm = start_pool(backend, size=concurrency + 1, limits=Limits())
+        warm.wait_full()
+    try:
+        _one(backend, use_grade)  # first run: caches, page cache
+        if warm is not None:
+            warm.wait_full()
+        samples = []
+        if concurrency == 1:
+            for _ in range(runs):
+                samples.append(_one(backend, use_grade))
+                if warm is not None:
+                    warm.wait_full()  # steady state: a warm sandbox is there for each run
+        else:
+            with ThreadPoolExecutor(concurrency) as executor:
+                samples = list(executor.map(lambda _: _one(backend, use_grade), range(runs)))
+    finally:
+        stop_pool()
+    latencies = [s[0] for s in samples]
+    overheads = [s[1] for s in samples]
+    return {
+        "backend": backend,
+        "pool": pool,
+        "concurrency": concurrency,
+        "runs": runs,
+        "overhead_p50": statistics.median(overheads),
+        "overhead_p95": _percentile(overheads, 0.95),
+        "latency_p50": statistics.median(latencies),
+        "latency_p95": _percentile(latencies, 0.95),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m runner.sandbox.bench")
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--backends", default=",".join(BACKENDS))
+    parser.add_argument("--grade", action="store_true", help="grade an exercise's starter")
+    parser.add_argument("--pool", choices=("off", "on", "both"), default="both")
+    args = parser.parse_args(argv)
+    rows = []
+    for name in args.backends.split(","):
+        problem = get_backend(name).problem()
+        if problem:
+            print(f"{name}: skipped ({problem})", file=sys.stderr)
+            continue
+        for pool in {"off": (False,), "on": (True,), "both": (False, True)}[args.pool]:
+            for concurrency in (1, 4):
+                row = measure(name, args.runs, concurrency, pool, args.grade)
+                rows.append(row)
+                print(_format(row), file=sys.stderr, flush=True)
+    print(
+        "| backend | pool | concurrent | overhead p50 | overhead p95 | latency p50 | latency p95 |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for row in rows:
+        print(_format(row))
+    return 0
+
+
+def _format(row: dict) -> str:
+    return (
+        f"| {row['backend']} | {'on' if row['pool'] else 'off'} | {row['concurrency']} "
+        f"| {row['overhead_p50']:.3f} s | {row['overhead_p95']:.3f} s "
+        f"| {row['latency_p50']:.3f} s | {row['latency_p95']:.3f} s |"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

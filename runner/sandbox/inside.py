@@ -1,0 +1,399 @@
+"""The sandbox's first process: takes one job on stdin, runs it, reports on stdout.
+
+Runs inside every sandbox (docker, bwrap, process) as ``python -I -m runner.sandbox.inside``.
+Standard library only: it starts before anything else is imported.
+
+Protocol (host -> sandbox, on stdin): one line holding the payload's length in bytes, then
+the payload, a JSON object::
+
+    {"nonce": str, "files": {relpath: base64}, "workdir": "/tmp/job",
+     "entry": {"module": "runner", "argv": [...]} | {"script": relpath, "argv": [...]},
+     "env": {str: str}, "wall_s": float, "stdout_bytes": int, "stderr_bytes": int,
+     "rlimits": {"NOFILE": int, "FSIZE": int, ...}}
+
+Protocol (sandbox -> host, on stdout): one line, a JSON object (the envelope)::
+
+    {"nonce", "exit_code", "signal", "grading_s", "stdout", "stderr", "stdout_bytes",
+     "stderr_bytes", "limit": null | "timeout" | "output_limit", "oom_kills",
+     "pids_max_events", "tmp_free_bytes", "error"}
+
+The job runs in a forked child, so modules preloaded here (torch) are not imported again:
+that is what a warm pool buys. The child's stdout and stderr are pipes read here, bounded;
+the child never holds this process's stdout, so nothing it prints reaches the host except
+inside the envelope, as data. This process makes itself non-dumpable (the child, same uid,
+cannot ptrace it or open its /proc files), and as PID 1 of a pid namespace it cannot be
+killed from inside; when it exits, the kernel kills everything left in the namespace.
+"""
+
+import base64
+import contextlib
+import ctypes
+import json
+import os
+import resource
+import select
+import signal
+import sys
+import time
+
+PROTOCOL = 1
+MAX_JOB_BYTES = 32 * 1024 * 1024
+READ_CHUNK = 65536
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+DRAIN_AFTER_EXIT_S = 0.2
+
+
+def _prctl(option: int, value: int) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+
+
+def _prctl_dumpable(value: int) -> None:
+    _prctl(PR_SET_DUMPABLE, value)
+
+
+def _read_exact(fd: int, count: int, deadline: float | None) -> bytes:
+    chunks = []
+    while count > 0:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                raise TimeoutError("no job arrived")
+        chunk = os.read(fd, min(count, READ_CHUNK))
+        if not chunk:
+            raise EOFError("stdin closed before the job was complete")
+        chunks.append(chunk)
+        count -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_job(fd: int, idle_timeout_s: float | None) -> dict:
+    deadline = time.monotonic() + idle_timeout_s if idle_timeout_s else None
+    header = b""
+    while not header.endswith(b"\n"):
+        header += _read_exact(fd, 1, deadline)
+        if len(header) > 20:
+            raise ValueError("bad job header")
+    length = int(header)
+    if not 0 < length <= MAX_JOB_BYTES:
+        raise ValueError(f"job of {length} bytes refused")
+    return json.loads(_read_exact(fd, length, None))
+
+
+def _safe_relpath(relpath: str) -> str:
+    parts = relpath.split("/")
+    if relpath.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"bad path in job: {relpath!r}")
+    return os.path.join(*parts)
+
+
+def write_files(workdir: str, files: dict) -> None:
+    """Write the job's files, then make them read-only (a first guard; see the README)."""
+    os.makedirs(workdir, mode=0o755, exist_ok=True)
+    for relpath, data in files.items():
+        path = os.path.join(workdir, _safe_relpath(relpath))
+        os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(base64.b64decode(data))
+    for root, dirs, _files in os.walk(workdir):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o555)
+    os.chmod(workdir, 0o555)
+
+
+def apply_rlimits(rlimits: dict) -> None:
+    """Lower (never raise) this process's limits; the child inherits them."""
+    for name, value in rlimits.items():
+        res = getattr(resource, "RLIMIT_" + name)
+        _soft, hard = resource.getrlimit(res)
+        value = int(value)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        resource.setrlimit(res, (value, value))
+
+
+def _run_child(job: dict, out_w: int, err_w: int) -> None:
+    """In the forked child: become an ordinary process, then run the entry. Never returns."""
+    code = 1
+    try:
+        os.setpgid(0, 0)
+        _prctl_dumpable(1)
+        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as adj:
+            adj.write("1000")  # under memory pressure, the job dies before this process
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(sig, signal.SIG_DFL)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        os.closerange(3, 1 << 16)
+        apply_rlimits(job.get("rlimits", {}))
+        os.environ.clear()
+        os.environ.update(job.get("env", {}))
+        os.chdir(job["workdir"])
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+        code = _run_entry(job)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code & 0xFF)
+
+
+def _run_entry(job: dict) -> int:
+    import runpy
+
+    entry = job["entry"]
+    argv = [arg.replace("{workdir}", job["workdir"]) for arg in entry.get("argv", [])]
+    if "module" in entry:
+        sys.argv = [entry["module"], *argv]
+        runpy.run_module(entry["module"], run_name="__main__", alter_sys=True)
+    else:
+        script = os.path.join(job["workdir"], _safe_relpath(entry["script"]))
+        sys.argv = [script, *argv]
+        sys.path.insert(0, os.path.dirname(script))
+        runpy.run_path(script, run_name="__main__")
+    return 0
+
+
+class _Capture:
+    """One bounded pipe reader: keeps the first `cap` bytes, counts them all."""
+
+    def __init__(self, fd: int, cap: int):
+        self.fd = fd
+        self.cap = cap
+        self.kept = bytearray()
+        self.total = 0
+        self.open = True
+
+    def read(self) -> None:
+        try:
+            chunk = os.read(self.fd, READ_CHUNK)
+        except BlockingIOError:
+            return
+        if not chunk:
+            self.open = False
+            return
+        self.total += len(chunk)
+        room = self.cap - len(self.kept)
+        if room > 0:
+            self.kept += chunk[:room]
+
+    @property
+    def over(self) -> bool:
+        return self.total > self.cap
+
+    def text(self) -> str:
+        return bytes(self.kept).decode("utf-8", errors="replace")
+
+
+def _kill_everything(child_pid: int, status: dict) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child_pid, signal.SIGKILL)
+    if os.getpid() == 1:
+        # PID 1 of a pid namespace: -1 reaches every other process in it (setsid daemons
+        # included) and never this one. Outside a namespace this would hit the whole host.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(-1, signal.SIGKILL)
+        return
+    # Not PID 1 (the process backend): this process is a child subreaper, so orphans of
+    # the run, setsid daemons too, become its children; kill those until none is left.
+    for _ in range(1000):
+        children = _children()
+        if not children:
+            return
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        _reap(child_pid, status)
+        time.sleep(0.002)
+
+
+def _children() -> list[int]:
+    me = os.getpid()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            with open(f"/proc/{name}/stat") as handle:
+                fields = handle.read().rpartition(")")[2].split()
+            if int(fields[1]) == me:
+                found.append(int(name))
+    return found
+
+
+def _reap(child_pid: int, status: dict) -> None:
+    """Reap every exited process (PID 1 adopts orphans); record the child's status."""
+    while True:
+        try:
+            pid, raw = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        if pid == child_pid:
+            status["raw"] = raw
+
+
+def supervise(job: dict, child_pid: int, out: _Capture, err: _Capture) -> dict:
+    deadline = time.monotonic() + float(job["wall_s"])
+    status: dict = {}
+    limit = None
+    exited_at = None
+    for capture in (out, err):
+        os.set_blocking(capture.fd, False)
+    while True:
+        _reap(child_pid, status)
+        now = time.monotonic()
+        if "raw" in status and exited_at is None:
+            exited_at = now
+        open_fds = [c.fd for c in (out, err) if c.open]
+        if not open_fds or (exited_at is not None and now - exited_at > DRAIN_AFTER_EXIT_S):
+            break  # a daemon holding the pipes open does not keep the run going
+        if now >= deadline:
+            limit = "timeout"
+            break
+        ready, _, _ = select.select(open_fds, [], [], min(0.05, deadline - now))
+        for capture in (out, err):
+            if capture.fd in ready:
+                capture.read()
+        if out.over or err.over:
+            limit = "output_limit"
+            break
+    _kill_everything(child_pid, status)
+    if "raw" not in status:
+        with contextlib.suppress(ChildProcessError):
+            _, raw = os.waitpid(child_pid, 0)
+            status["raw"] = raw
+    _reap(child_pid, status)
+    return {"raw": status.get("raw"), "limit": limit}
+
+
+def _cgroup_counter(paths: list[str], key: str) -> int | None:
+    for path in paths:
+        with contextlib.suppress(OSError, ValueError), open(path) as handle:
+            for line in handle:
+                name, _, value = line.partition(" ")
+                if name == key:
+                    return int(value)
+    return None
+
+
+def _tmp_free_bytes(path: str) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def run_job(job: dict) -> dict:
+    write_files(job["workdir"], job.get("files", {}))
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    started = time.monotonic()
+    child_pid = os.fork()
+    if child_pid == 0:
+        os.close(out_r)
+        os.close(err_r)
+        _run_child(job, out_w, err_w)
+    os.close(out_w)
+    os.close(err_w)
+    out = _Capture(out_r, int(job["stdout_bytes"]))
+    err = _Capture(err_r, int(job["stderr_bytes"]))
+    outcome = supervise(job, child_pid, out, err)
+    grading_s = time.monotonic() - started
+    raw = outcome["raw"]
+    exit_code = os.WEXITSTATUS(raw) if raw is not None and os.WIFEXITED(raw) else None
+    sig = os.WTERMSIG(raw) if raw is not None and os.WIFSIGNALED(raw) else None
+    return {
+        "exit_code": exit_code,
+        "signal": sig,
+        "grading_s": round(grading_s, 6),
+        "stdout": out.text(),
+        "stderr": err.text(),
+        "stdout_bytes": out.total,
+        "stderr_bytes": err.total,
+        "limit": outcome["limit"],
+        "oom_kills": _cgroup_counter(
+            ["/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"],
+            "oom_kill",
+        ),
+        "pids_max_events": _cgroup_counter(
+            ["/sys/fs/cgroup/pids.events", "/sys/fs/cgroup/pids/pids.events"], "max"
+        ),
+        "tmp_free_bytes": _tmp_free_bytes(job.get("tmp_dir", "/tmp")),
+        "error": None,
+    }
+
+
+def _write_envelope(envelope: dict) -> None:
+    data = (json.dumps(envelope, ensure_ascii=True) + "\n").encode()
+    view = memoryview(data)
+    while view:
+        view = view[os.write(1, view) :]
+
+
+def main(argv: list[str]) -> int:
+    # The working folder (/tmp) is the run's to write: never import from it.
+    sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]
+    _prctl_dumpable(0)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    preload = []
+    idle_timeout_s = None
+    announce = False
+    args = list(argv)
+    while args:
+        flag = args.pop(0)
+        if flag == "--preload":
+            preload = [name for name in args.pop(0).split(",") if name]
+        elif flag == "--idle-timeout":
+            idle_timeout_s = float(args.pop(0))
+        elif flag == "--announce":
+            announce = True
+        elif flag == "--die-with-parent":
+            parent = os.getppid()
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != parent:
+                return 0
+    if os.getpid() != 1:
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    for name in preload:
+        with contextlib.suppress(Exception):
+            __import__(name)
+    if announce:
+        os.write(2, b"ready\n")
+    nonce = None
+    try:
+        job = read_job(0, idle_timeout_s)
+        nonce = job.get("nonce")
+        if job.get("protocol", PROTOCOL) != PROTOCOL:
+            raise ValueError("protocol mismatch")
+        envelope = run_job(job)
+    except (TimeoutError, EOFError):
+        os._exit(0)  # an idle pooled sandbox, or a host that went away: nothing to report
+    except Exception as exc:
+        envelope = {"error": f"{type(exc).__name__}: {exc}"}
+    envelope["nonce"] = nonce
+    envelope["protocol"] = PROTOCOL
+    _write_envelope(envelope)
+    # No interpreter teardown: with torch imported it takes about a second, and the host
+    # is waiting for this process to end.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,157 @@
+"""Each backend runs a program and returns its validated result, recording which ran."""
+
+import os
+
+import pytest
+
+from runner.sandbox.backends.base import SandboxUnavailable
+from runner.sandbox.run import choose_backend, run_script
+from tests.sandbox.helpers import (
+    FAST,
+    assert_nothing_left,
+    backend_param,
+    metrics,
+    program,
+    report,
+    require,
+)
+
+ALL = [backend_param("docker"), backend_param("bwrap"), backend_param("process")]
+
+
+@pytest.fixture(autouse=True)
+def _allow_process(monkeypatch):
+    monkeypatch.setenv("OVERLAP_SANDBOX_ALLOW_PROCESS", "1")
+
+
+@pytest.mark.parametrize("backend", ALL)
+def test_a_program_runs_and_its_result_names_the_backend(backend):
+    require(backend)
+    code = program("print('hello from the run')\n" + report("pass", "ok", answer=6 * 7))
+    result = run_script(code, backend=backend, limits=FAST)
+    assert result["status"] == "pass", result
+    assert metrics(result)["answer"] == 42
+    assert result["sandbox"]["backend"] == backend
+    assert result["sandbox"]["isolated"] is (backend != "process")
+    assert_nothing_left(backend)
+
+
+@pytest.mark.parametrize("backend", ALL)
+def test_the_run_sees_none_of_the_workers_environment(backend, monkeypatch):
+    require(backend)
+    monkeypatch.setenv("OVERLAP_TEST_SECRET", "hunter2-worker-secret")
+    code = program(report(env="sorted(os.environ)", secret="os.environ.get('OVERLAP_TEST_SECRET')"))
+    result = run_script(code, backend=backend, limits=FAST)
+    assert metrics(result)["secret"] is None
+    assert "hunter2-worker-secret" not in str(result)
+    assert "DJANGO_SETTINGS_MODULE" not in metrics(result)["env"]
+
+
+@pytest.mark.parametrize("backend", ALL)
+def test_an_exception_is_a_crash_with_the_traceback(backend):
+    require(backend)
+    result = run_script("raise ValueError('boom in candidate')\n", backend=backend, limits=FAST)
+    assert result["verdict"] == "crash"
+    assert result["status"] == "error"
+    assert "ValueError: boom in candidate" in result["stderr"]
+    assert "exited with status 1" in result["message"]
+
+
+@pytest.mark.parametrize("backend", ALL)
+def test_a_program_that_prints_no_result_is_a_crash_not_a_pass(backend):
+    require(backend)
+    result = run_script("print('all tests passed')\n", backend=backend, limits=FAST)
+    assert result["verdict"] == "crash"
+    assert "all tests passed" in result["stdout"]
+
+
+def test_the_process_backend_says_it_is_not_isolated():
+    result = run_script(program(report("pass")), backend="process", limits=FAST)
+    assert result["sandbox"]["isolated"] is False
+    assert "does not isolate" in result["sandbox"]["warning"]
+
+
+def test_auto_never_picks_the_process_backend_unless_allowed(monkeypatch):
+    from runner.sandbox import run
+
+    monkeypatch.delenv("OVERLAP_SANDBOX_ALLOW_PROCESS")
+    for name in ("docker", "bwrap"):
+        monkeypatch.setattr(run.get_backend(name), "problem", lambda: "not on this host")
+    with pytest.raises(SandboxUnavailable, match="OVERLAP_SANDBOX_ALLOW_PROCESS"):
+        choose_backend("auto")
+    assert choose_backend("auto", allow_unisolated=True).name == "process"
+
+
+def test_auto_prefers_docker_then_bwrap(monkeypatch):
+    from runner.sandbox import run
+
+    monkeypatch.setattr(run.get_backend("docker"), "problem", lambda: None)
+    assert choose_backend("auto").name == "docker"
+    monkeypatch.setattr(run.get_backend("docker"), "problem", lambda: "no engine")
+    monkeypatch.setattr(run.get_backend("bwrap"), "problem", lambda: None)
+    assert choose_backend("auto").name == "bwrap"
+
+
+def test_naming_an_unusable_backend_says_why(monkeypatch):
+    from runner.sandbox import run
+
+    monkeypatch.setattr(run.get_backend("bwrap"), "problem", lambda: "bubblewrap is missing")
+    with pytest.raises(SandboxUnavailable, match="bubblewrap is missing"):
+        choose_backend("bwrap")
+
+
+@pytest.mark.parametrize("backend", [backend_param("docker"), backend_param("bwrap")])
+def test_a_warm_sandbox_runs_one_job_and_is_replaced(backend):
+    require(backend)
+    from runner.sandbox.limits import Limits
+    from runner.sandbox.pool import start_pool, stop_pool
+
+    limits = Limits.from_mapping(FAST)
+    pool = start_pool(backend, size=1, limits=limits)
+    try:
+        assert pool.wait_full(120), "the pool never became ready"
+        code = program(report("pass", pid="os.getpid()", torch="'torch' in sys.modules"))
+        first = run_script(code, backend=backend, limits=limits)
+        assert first["sandbox"]["pooled"] is True
+        assert metrics(first)["torch"] is True  # imported while the sandbox waited
+        assert pool.wait_full(120)
+        second = run_script(code, backend=backend, limits=limits)
+        assert second["sandbox"]["pooled"] is True
+        other = run_script(code, backend=backend, limits=dict(FAST, memory_mib=300))
+        assert other["sandbox"]["pooled"] is False  # other limits: a cold sandbox
+    finally:
+        stop_pool()
+    assert_nothing_left(backend)
+
+
+@pytest.mark.parametrize("backend", [backend_param("docker"), backend_param("bwrap")])
+def test_a_killed_worker_leaves_nothing_after_the_reaper(backend, tmp_path):
+    """A worker SIGKILLed mid-run: its sandbox dies or is reaped at the next start."""
+    require(backend)
+    import signal
+    import subprocess
+    import sys
+
+    from runner.sandbox.run import get_backend
+
+    marker = f"sleep {os.getpid() % 1000 + 7001}"
+    worker = tmp_path / "worker.py"
+    worker.write_text(
+        "import sys\n"
+        "from runner.sandbox.run import run_script\n"
+        f'run_script(\'import os; os.execv("/bin/sh", ["sh", "-c", "{marker}"])\','
+        f" backend={backend!r}, limits={{'wall_s': 60}})\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.getcwd(), OVERLAP_SANDBOX_OWNER="killed-worker-test")
+    proc = subprocess.Popen([sys.executable, str(worker)], env=env)
+    from tests.sandbox.helpers import host_processes_matching, wait_until
+
+    assert wait_until(lambda: host_processes_matching(marker), 60), "the run never started"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    os.environ["OVERLAP_SANDBOX_OWNER"] = "killed-worker-test"
+    try:
+        get_backend(backend).reap()
+    finally:
+        del os.environ["OVERLAP_SANDBOX_OWNER"]
+    assert_nothing_left(backend, marker)
