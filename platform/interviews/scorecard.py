@@ -72,8 +72,11 @@ def scorecard_build(session: InterviewSession, *, for_export: bool = False) -> d
         },
         "recommendation": session.get_recommendation_display() if session.recommendation else "",
         "rubric": rubric,
+        # Totals over the criteria actually scored: an unscored one is not a zero.
         "rubric_total": sum(r["score"] for r in scored),
-        "rubric_max": sum(r["max"] for r in rubric),
+        "rubric_max": sum(r["max"] for r in scored),
+        "rubric_scored": len(scored),
+        "rubric_count": len(rubric),
         "followups": followups,
         "bank_questions": bank_questions,
         "notes": session.notes,
@@ -100,7 +103,8 @@ def scorecard_markdown(session: InterviewSession) -> str:
         f"- Interviewer: {s['interviewer']}",
         f"- Started: {s['started_at'] or 'not started'} · Ended: {s['ended_at'] or '—'}",
         f"- Recommendation: **{card['recommendation'] or 'none yet'}**",
-        f"- Rubric: {card['rubric_total']} / {card['rubric_max']}",
+        f"- Rubric: {card['rubric_total']} / {card['rubric_max']} "
+        f"({card['rubric_scored']} of {card['rubric_count']} criteria scored)",
         "",
         "## Rubric",
         "",

@@ -177,7 +177,9 @@ def recommendation(request, pk):
 def scorecard(request, pk):
     session = selectors.session_for_staff(request.user, pk)
     card = scorecards.scorecard_build(session)
-    return render(request, "interviews/scorecard.html", {"session": session, "card": card})
+    context = {"session": session, "card": card,
+               "rev": session.revisions.order_by("-number").first()}
+    return render(request, "interviews/scorecard.html", context)
 
 
 def scorecard_json(request, pk):

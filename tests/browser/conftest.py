@@ -27,6 +27,16 @@ def pytest_collection_modifyitems(items):
         item.add_marker(pytest.mark.browser)
 
 
+@pytest.fixture(autouse=True)
+def _plain_static_names(settings):
+    """The live server serves static files from the finders, which know the files by
+    their plain names; production's hashed manifest names are whitenoise's business."""
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+
+
 @pytest.fixture(scope="session")
 def browser():
     if not shutil.which(CHROMIUM):

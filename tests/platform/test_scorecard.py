@@ -30,7 +30,7 @@ def finished_session(staff_client, live_session, interviewer):
 def test_scorecard_page_shows_scores_hints_notes_and_final_code(staff_client, finished_session):
     page = staff_client.get(f"/sessions/{finished_session.pk}/scorecard/").content.decode()
     assert "Hire" in page
-    assert "4 / 4" in page
+    assert "4 / 4" in page and "1 of " in page
     assert "Hint 2 at" in page
     assert "Good communicator." in page
     assert "step = 2" in page

@@ -203,14 +203,16 @@ def _bwrap_argv(binary: str, python: str, run_dir: Path, sized_tmp: bool, gpu) -
     (run_dir / "group").write_text(f"sandbox:x:{SANDBOX_UID}:\n")
     argv += ["--ro-bind", str(run_dir / "passwd"), "/etc/passwd"]
     argv += ["--ro-bind", str(run_dir / "group"), "/etc/group"]
-    for prefix in interpreter_layout(python)["prefixes"]:
-        if not any(prefix == d or prefix.startswith(d + "/") for d in SYSTEM_DIRS):
-            argv += ["--ro-bind", prefix, prefix]
-    argv += ["--ro-bind", str(RUNNER_PARENT / "runner"), f"{INSIDE_RUNNER_PARENT}/runner"]
     if sized_tmp:
         argv += ["--bind", str(run_dir / "tmp"), "/tmp"]
     else:
         argv += ["--tmpfs", "/tmp"]
+    # After /tmp is mounted: an interpreter or a checkout living under /tmp (a CI clone,
+    # say) would otherwise be hidden by the sandbox's own /tmp.
+    for prefix in interpreter_layout(python)["prefixes"]:
+        if not any(prefix == d or prefix.startswith(d + "/") for d in SYSTEM_DIRS):
+            argv += ["--ro-bind", prefix, prefix]
+    argv += ["--ro-bind", str(RUNNER_PARENT / "runner"), f"{INSIDE_RUNNER_PARENT}/runner"]
     argv += _gpu_binds(gpu)
     # The root bwrap builds is a tmpfs: read-only, so /tmp is the only writable place.
     argv += ["--remount-ro", "/", "--chdir", "/tmp", "--"]
