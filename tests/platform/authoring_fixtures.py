@@ -8,9 +8,12 @@ from django.contrib.auth.models import User
 
 from authoring import services
 from authoring.models import ExerciseDraft
+from runner.sandbox.backends.base import sandbox_python
 
 REPO = Path(__file__).resolve().parents[2]
-RUNNER_PYTHON = REPO / ".venv" / "bin" / "python"
+# The runner's own interpreter (torch), found as the sandboxes find it:
+# OVERLAP_RUNNER_PYTHON (the Makefile exports it), else .venv-runner.
+RUNNER_PYTHON = Path(sandbox_python())
 
 
 @pytest.fixture

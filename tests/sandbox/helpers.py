@@ -60,7 +60,7 @@ def sandbox_containers() -> list:
     return client.api.containers(all=True, filters={"label": "org.overlap.sandbox"})
 
 
-def wait_until(predicate, timeout_s: float = 15.0) -> bool:
+def wait_until(predicate, timeout_s: float = 45.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if predicate():

@@ -188,7 +188,10 @@ def test_nothing_outside_tmp_is_writable(backend):
         "open('/tmp/allowed.txt', 'w').write('fine')\n" + report(written="written")
     )
     result = run(code, backend)
-    assert metrics(result)["written"] == [], dump(result)
+    # A checkout under /tmp (a CI clone) appears inside the sandbox's own private /tmp;
+    # writing there is allowed and never reaches the host, checked just below.
+    outside_tmp = [p for p in metrics(result)["written"] if not p.startswith("/tmp/")]
+    assert outside_tmp == [], dump(result)
     assert not (REPO / "pwned.txt").exists()
     assert not (REPO / "runner" / "pwned.txt").exists()
 
