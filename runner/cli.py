@@ -34,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--seeds", type=int, default=None, help="shuffled re-runs (default: 20)")
     grade.add_argument("--seed", type=int, default=None, help="replay one shuffle seed only")
     grade.add_argument("--timeout", type=float, default=None, help="real-time watchdog (s)")
+    grade.add_argument(
+        "--trials", type=int, default=None, help="GPU exercises: timed trials per side"
+    )
     grade.add_argument("--indent", type=int, default=None, help="pretty-print the JSON")
 
     validate = sub.add_parser("validate", help="check an exercise's starter, solution, examples")
@@ -109,6 +112,7 @@ def _grade(args) -> int:
             replay_seed=args.seed,
             watchdog_seconds=args.timeout or grading.DEFAULT_WATCHDOG,
             on_hard_timeout=on_hard_timeout,
+            trials=args.trials,
         )
     except ExerciseNotFound as exc:  # a grader.py without EXERCISE
         return usage_error(str(exc))
@@ -132,7 +136,10 @@ def _exercises(refs: list[str]):
 
 
 def validate_exercise(exercise, seeds: int | None = None) -> list[dict]:
-    """Grade the solution, the starter and every example; one row per file."""
+    """Grade the solution, the starter and every example; one row per file.
+
+    A GPU exercise on a machine without a GPU gets verdict needs_gpu for every file:
+    those rows are ``skipped`` (and ok), so CI without a GPU stays green."""
     from runner import grading
 
     rows = []
@@ -143,7 +150,8 @@ def validate_exercise(exercise, seeds: int | None = None) -> list[dict]:
         except Exception as exc:  # report it as this file's problem, go on with the others
             result = grading.internal_error_result(exercise.slug, f"internal error: {exc}")
         failing = sorted(c["name"] for c in result["checks"] if c["status"] == "fail")
-        problem = problem_fn(result, failing)
+        skipped = result["verdict"] == "needs_gpu"
+        problem = None if skipped else problem_fn(result, failing)
         rows.append(
             {
                 "file": label,
@@ -155,6 +163,7 @@ def validate_exercise(exercise, seeds: int | None = None) -> list[dict]:
                 "message": result["message"],
                 "ok": problem is None,
                 "problem": problem,
+                "skipped": skipped,
             }
         )
 
@@ -193,15 +202,25 @@ def validate_exercise(exercise, seeds: int | None = None) -> list[dict]:
 def _validate(args) -> int:
     all_ok = True
     report = {}
+    skipped = []
     for exercise in _exercises(args.exercises):
         rows = validate_exercise(exercise, args.seeds)
         report[exercise.slug] = rows
         all_ok = all_ok and all(r["ok"] for r in rows)
+        if rows and all(r["skipped"] for r in rows):
+            skipped.append(exercise.slug)
+            if not args.json:
+                print(exercise.slug)
+                print(
+                    f"  skip GPU validation: no CUDA device here; the solution, the starter "
+                    f"and {len(rows) - 2} examples were not graded (run this on a GPU machine)"
+                )
+            continue
         if args.json:
             continue
         print(exercise.slug)
         for r in rows:
-            mark = "ok  " if r["ok"] else "FAIL"
+            mark = "skip" if r["skipped"] else "ok  " if r["ok"] else "FAIL"
             speed = f"{r['speedup']:.2f}x" if r["speedup"] else "-"
             failing = f" [{', '.join(r['failing'])}]" if r["failing"] else ""
             print(f"  {mark} {r['file']:<44} {r['verdict']:<14} {speed:>7}{failing}")
@@ -211,6 +230,8 @@ def _validate(args) -> int:
         print(json.dumps(report, indent=2))
     else:
         print("all exercises valid" if all_ok else "SOME EXERCISES ARE INVALID")
+        if skipped:
+            print(f"GPU validation skipped (no GPU): {', '.join(skipped)}")
     return EXIT_OK if all_ok else EXIT_INTERNAL
 
 
@@ -250,6 +271,9 @@ def _bench(args) -> int:
     print(f"{'exercise':<30} {'runs':>5} {'min':>8} {'median':>8} {'max':>8}   verdict")
     worst = 0.0
     for exercise in _exercises(args.exercises):
+        if exercise.track == "gpu":
+            print(f"{exercise.slug:<30} skipped: a GPU exercise (timed on the GPU, not here)")
+            continue
         row = bench_exercise(exercise, max(1, args.repeat))
         worst = max(worst, row["cpu_median"])
         print(

@@ -2,6 +2,8 @@
 
 A grader module defines ``EXERCISE = Exercise(...)``: how to build the simulated
 cluster for each scenario, the checks, the speedup target and the theoretical bound.
+A GPU exercise defines ``EXERCISE = GpuExercise(...)`` instead (real PyTorch on a CUDA
+device, graded by ``runner/gpu_grading.py``).
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ class Exercise:
     slug: str = ""
     directory: Path = field(default_factory=Path)
 
+    track = "simulated"
+
     @property
     def timed(self) -> Scenario:
         return next(s for s in self.scenarios if s.timed)
@@ -83,6 +87,62 @@ class Exercise:
         if not folder.is_dir():
             return []
         return [read_example(p) for p in sorted(folder.glob("*.py"))]
+
+
+@dataclass
+class GpuExercise:
+    """The code side of a GPU exercise (graded by ``runner/gpu_grading.py``).
+
+    build(device, config, recorder) -> job      what ``Trainer(job)`` receives: fresh for
+                                                every run, fixed seeds only
+    check(run, reference) -> [Check]            correctness of one run against the
+                                                sequential reference; the same names, in
+                                                the same order, every time
+    reference(trajectory, run) -> reference     what checks compare with, from the
+                                                starter's run without early stopping
+                                                (every epoch) and its normal run
+    no_early_stop(config) -> config             the config of the trajectory run
+    components(job) -> {name: fn}               pieces of the work, each timed alone
+    best_time(reference, seconds) -> float      the shortest time any correct program can
+                                                take, from the components' median times
+    work(run) -> {name: count}                  work done through the harness
+    """
+
+    build: Callable
+    check: Callable
+    reference: Callable
+    no_early_stop: Callable
+    components: Callable
+    best_time: Callable
+    work: Callable
+    config: Any  # the sizes on a GPU
+    cpu_config: Any  # small sizes, for running the same path on a CPU (tests)
+    target_overlap: float = 0.5  # share of the hideable time the candidate must hide
+    min_bound: float = 1.15  # below this the GPU cannot tell designs apart: refuse to grade
+    bound_margin: float = 0.15  # allowance for noise before a speedup is implausible
+    bound_note: str = ""
+    trials: int = 7
+    warmups: int = 1
+    component_trials: int = 5
+    entry_class: str = "Trainer"
+    entry_method: str = "train"
+    time_limit_factor: float = 20.0  # a run may take this many times the reference's time
+    # filled in by the loader
+    slug: str = ""
+    directory: Path = field(default_factory=Path)
+
+    track = "gpu"
+
+    @property
+    def starter(self) -> Path:
+        return self.directory / "starter.py"
+
+    @property
+    def solution(self) -> Path:
+        return self.directory / "solution.py"
+
+    def examples(self) -> list[Example]:
+        return Exercise.examples(self)
 
 
 def exercises_dir() -> Path:
@@ -116,9 +176,9 @@ def load(ref: str | Path) -> Exercise:
     sys.modules[name] = module  # dataclasses look their module up while it executes
     spec.loader.exec_module(module)
     exercise = getattr(module, "EXERCISE", None)
-    if not isinstance(exercise, Exercise):
+    if not isinstance(exercise, Exercise | GpuExercise):
         raise ExerciseNotFound(f"{grader} defines no EXERCISE = Exercise(...)")
-    if sum(s.timed for s in exercise.scenarios) != 1:
+    if isinstance(exercise, Exercise) and sum(s.timed for s in exercise.scenarios) != 1:
         raise ExerciseNotFound(f"{grader}: exactly one scenario must be timed")
     exercise.slug = directory.name
     exercise.directory = directory

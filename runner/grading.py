@@ -526,9 +526,25 @@ def grade(
     replay_seed: int | None = None,
     watchdog_seconds: float | None = DEFAULT_WATCHDOG,
     on_hard_timeout=None,
+    trials: int | None = None,
+    device: str | None = None,
 ) -> dict:
-    """Grade one code file against one exercise. Returns the result dict (see result.py)."""
+    """Grade one code file against one exercise. Returns the result dict (see result.py).
+
+    GPU exercises go to ``runner.gpu_grading`` (``trials``, ``device`` are theirs; seeds
+    do not apply there)."""
     exercise = load(exercise_ref)
+    if exercise.track == "gpu":
+        from runner import gpu_grading
+
+        return gpu_grading.grade(
+            exercise,
+            code_path,
+            trials=trials,
+            device=device,
+            watchdog_seconds=watchdog_seconds,
+            on_hard_timeout=on_hard_timeout,
+        )
     try:
         program = Program.from_file(code_path)
     except SyntaxError as exc:

@@ -16,7 +16,8 @@ MESSAGE_LIMIT = 2_000  # characters of a check message
 TRACEBACK_LIMIT = 8_000
 TRACE_LIMIT = 4_000  # spans per trace
 
-# verdict -> status
+# verdict -> status. `skip`: nothing was graded because this machine lacks what the
+# exercise needs (a GPU); neither the candidate's failure nor ours.
 VERDICTS = {
     "accepted": "pass",
     "wrong": "fail",
@@ -25,6 +26,7 @@ VERDICTS = {
     "syntax_error": "fail",
     "runtime_error": "fail",
     "missing_entry_point": "fail",
+    "needs_gpu": "skip",
     "internal_error": "error",
 }
 

@@ -77,7 +77,9 @@ class Stack:
         self._choose_sandbox()
         self._start("worker", [
             sys.executable, "-m", "celery", "-A", "overlap", "worker", "--loglevel", "INFO",
-            "--queues", "default", "--concurrency", "2", "--hostname", "overlap-local@%h",
+            # A GPU host also takes the `gpu` queue (OVERLAP_GPU=all or device ids).
+            "--queues", "default,gpu" if os.environ.get("OVERLAP_GPU") else "default",
+            "--concurrency", "2", "--hostname", "overlap-local@%h",
         ])
         self._start("web", [
             sys.executable, "manage.py", "runserver", f"127.0.0.1:{self.web_port}", "--noreload",

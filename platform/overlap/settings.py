@@ -159,6 +159,7 @@ OVERLAP_GRADE_SEEDS = env_int("OVERLAP_GRADE_SEEDS", 20)
 # (NOT isolated: local trial only, and only with OVERLAP_SANDBOX_ALLOW_PROCESS=1).
 OVERLAP_SANDBOX = os.environ.get("OVERLAP_SANDBOX", "auto")
 OVERLAP_GPU = os.environ.get("OVERLAP_GPU", "")  # "", "all", or device ids "0,1"
+OVERLAP_GPU_TASK_TIME_LIMIT = env_int("OVERLAP_GPU_TASK_TIME_LIMIT", 300)
 
 # Celery, fed through Redis. JSON only; every task has explicit limits.
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -26,6 +26,10 @@ def materialize(version, target: Path) -> Path:
     return target
 
 
+# A real model on a real GPU needs more than the simulated exercises' defaults.
+GPU_LIMITS = {"wall_s": 180, "memory_mib": 8192, "disk_mib": 256, "processes": 128}
+
+
 def grade_in_sandbox(*, version, code: str) -> dict:
     from runner import sandbox
 
@@ -37,6 +41,7 @@ def grade_in_sandbox(*, version, code: str) -> dict:
                 code,
                 backend=settings.OVERLAP_SANDBOX,
                 seeds=settings.OVERLAP_GRADE_SEEDS,
+                limits=GPU_LIMITS if version.track == "gpu" else None,
                 gpu=settings.OVERLAP_GPU or None,
             )
         except sandbox.SandboxUnavailable as exc:
@@ -59,3 +64,9 @@ def sandbox_pool_start() -> None:
         sandbox.start_pool(settings.OVERLAP_SANDBOX, gpu=settings.OVERLAP_GPU or None)
     except sandbox.SandboxUnavailable as exc:
         log.warning("no warm sandbox pool: %s", exc)
+
+
+def sandbox_pool_stop() -> None:
+    from runner import sandbox
+
+    sandbox.stop_pool()

@@ -33,6 +33,7 @@ def run_view(run: Run) -> dict:
         "elapsed": max(0.0, (elapsed_to - elapsed_from).total_seconds()),
         "verdict_text": VERDICT_TEXT.get(run.verdict, run.verdict.replace("_", " ").capitalize()),
         "passed": result.get("status") == "pass",
+        "skipped": result.get("status") == "skip",  # e.g. needs_gpu: not a failure
         "message": result.get("message", "") if run.status == Run.DONE else (
             "Something went wrong on our side while running your code. It was not your "
             "code's fault; please run it again." if run.status == Run.INTERNAL_ERROR else ""),

@@ -55,10 +55,18 @@ def run_create(*, session, code: str, requested_by: str) -> Run:
     return run
 
 
+def task_time_limit(run: Run) -> int:
+    """Hard limit for the task: just above the sandbox's own (longer on the GPU queue)."""
+    return settings.OVERLAP_GPU_TASK_TIME_LIMIT if run.queue == "gpu" else \
+        settings.CELERY_TASK_TIME_LIMIT
+
+
 def run_enqueue(*, run: Run) -> None:
     from runs.tasks import run_execute_task
 
-    run_execute_task.apply_async((run.pk,), queue=run.queue)
+    limit = task_time_limit(run)
+    run_execute_task.apply_async((run.pk,), queue=run.queue, time_limit=limit,
+                                 soft_time_limit=limit - 20)
 
 
 def run_execute(*, run_id: int) -> None:
@@ -102,14 +110,13 @@ def runs_recover(*, now=None, run_ids=None) -> dict[str, int]:
     now = now or timezone.now()
     runs = Run.objects.all() if run_ids is None else Run.objects.filter(pk__in=run_ids)
     lost_after = timedelta(seconds=settings.OVERLAP_RUN_REQUEUE_AFTER)
-    dead_after = timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 30)
     counts = {"requeued": 0, "retried": 0, "failed": 0}
 
     for run in runs.filter(status=Run.QUEUED, created_at__lt=now - lost_after):
         run_enqueue(run=run)
         counts["requeued"] += 1
 
-    dead = runs.filter(status=Run.RUNNING, started_at__lt=now - dead_after)
+    dead = [run for run in runs.filter(status=Run.RUNNING) if run_is_stale(run, now=now)]
     for run in dead:
         if run.attempts < settings.OVERLAP_RUN_MAX_ATTEMPTS:
             if Run.objects.filter(pk=run.pk, status=Run.RUNNING).update(status=Run.QUEUED):
@@ -131,7 +138,7 @@ def run_is_stale(run: Run, *, now=None) -> bool:
     lost = run.status == Run.QUEUED and run.created_at < now - timedelta(
         seconds=settings.OVERLAP_RUN_REQUEUE_AFTER)
     dead = run.status == Run.RUNNING and run.started_at and run.started_at < now - timedelta(
-        seconds=settings.CELERY_TASK_TIME_LIMIT + 30)
+        seconds=task_time_limit(run) + 30)
     return bool(lost or dead)
 
 

@@ -1,5 +1,10 @@
 from celery import shared_task
-from celery.signals import worker_process_init, worker_ready
+from celery.signals import (
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+)
 
 from runs import sandbox, services
 
@@ -19,3 +24,10 @@ def _recover_on_start(**kwargs) -> None:
 @worker_process_init.connect
 def _warm_sandboxes(**kwargs) -> None:
     sandbox.sandbox_pool_start()
+
+
+@worker_process_shutdown.connect
+@worker_shutdown.connect
+def _drop_warm_sandboxes(**kwargs) -> None:
+    """Warm sandboxes never outlive their worker."""
+    sandbox.sandbox_pool_stop()

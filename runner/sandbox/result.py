@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from runner.sandbox.job import EnvelopeError, parse_envelope
 from runner.sandbox.limits import Limits
 
-STATUSES = ("pass", "fail", "error")
+STATUSES = ("pass", "fail", "error", "skip")  # skip: needs_gpu on a host without one
 LIMIT_VERDICTS = (
     "timeout",
     "memory_limit",

@@ -69,6 +69,10 @@ def worker(transactional_db, django_db_blocker):
         queues=["default"],
     ) as running:
         yield running
+    # The in-thread worker sends no shutdown signal: drop its warm sandboxes here.
+    from runs.sandbox import sandbox_pool_stop
+
+    sandbox_pool_stop()
 
 
 @pytest.fixture

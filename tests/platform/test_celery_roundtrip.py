@@ -13,6 +13,9 @@ def worker(django_db_blocker):
         app, pool="solo", perform_ping_check=False, shutdown_timeout=10
     ) as w:
         yield w
+    from runs.sandbox import sandbox_pool_stop
+
+    sandbox_pool_stop()
 
 
 def test_health_task_round_trip_through_redis(worker):

@@ -113,3 +113,18 @@ def test_a_candidate_cannot_poll_another_sessions_run(client, live_session, inte
         candidate_name="Other", candidate_email="o@example.org")
     run = Run.objects.create(session=other, exercise_version=other.exercise_version, code="x")
     assert client.get(f"/c/{live_session.token}/runs/{run.pk}/").status_code == 404
+
+
+def test_gpu_runs_get_the_longer_task_limit_and_needs_gpu_is_not_a_failure(live_session):
+    from runs.selectors import run_view
+
+    run = Run.objects.create(session=live_session, exercise_version=live_session.exercise_version,
+                             code="x", queue="gpu")
+    assert services.task_time_limit(run) == settings.OVERLAP_GPU_TASK_TIME_LIMIT
+    assert services.task_time_limit(run) > settings.CELERY_TASK_TIME_LIMIT
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.DONE, verdict="needs_gpu",
+        result={"status": "skip", "verdict": "needs_gpu", "message": "No GPU here."})
+    view = run_view(Run.objects.get(pk=run.pk))
+    assert view["verdict_text"] == "Needs a GPU"
+    assert view["skipped"] and not view["passed"]

@@ -1,0 +1,437 @@
+"""Grader: gradient accumulation on a real GPU, validation overlapped on its own stream.
+
+Checks (on the checked run, with races amplified, and again on every timed run):
+- validation     every validation pass read one epoch's complete end-of-epoch weights
+                 (a later epoch than the pass before it), and they did not change while
+                 it ran (its loss equals a recomputation on the weights it started
+                 from); epochs 0..S were all validated
+- losses         the losses train() returns equal the sequential run's, epoch by epoch
+- stop_epoch     training stops after the sequential run's epoch S
+- final_weights  the returned weights equal the sequential run's at epoch S
+- wasted_work    every optimizer step of epochs 0..S happened, and at most one more
+                 epoch was trained (the one that overlapped the last validation)
+(+ host_syncs, plausible and timing_spread from runner/gpu_grading.py)
+
+When `validation` fails, the checks built on its results (losses, stop_epoch,
+final_weights, wasted_work) are skipped: decisions taken on wrong losses say nothing
+more, and a race then gives the same failing checks every time.
+
+Tolerances: weights within 1e-4 (absolute; they are of order 0.05 and one epoch moves
+them by more than 3e-3), losses within 1e-4 relative, a validation's loss within 1e-5
+relative of its recomputation. The reference refuses to grade (the device is unfit) when
+two epochs' weights are closer than 10x the weight tolerance or an early-stopping
+decision is closer than 1e-3 relative.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import torch
+import torch.nn.functional as F
+
+from runner.exercise import GpuExercise
+from runner.gpu_kit import CountingSGD, max_difference
+from runner.result import Check
+
+WEIGHT_ATOL = 1e-4
+LOSS_RTOL = 1e-4
+RECOMPUTE_RTOL = 1e-5
+SEPARATION = 10 * WEIGHT_ATOL  # consecutive epochs must differ by more than this
+DECISION_MARGIN = 1e-3  # relative distance of every loss from its early-stop threshold
+
+
+@dataclass(frozen=True)
+class Config:
+    """The candidate sees it as ``job.config``."""
+
+    inputs: int = 512
+    hidden: int = 2048
+    outputs: int = 16
+    micro_batch: int = 1024  # rows per micro-batch
+    micro_batches: int = 8  # per epoch
+    accumulation_steps: int = 2  # micro-batches per optimizer step
+    val_rows: int = 4096
+    val_batch: int = 64  # small batches: validation is latency-bound, training is not
+    max_epochs: int = 16
+    patience: int = 2
+    min_delta: float = 0.002
+    lr: float = 0.05
+    momentum: float = 0.9
+    shift: float = 0.5  # validation targets: shift x the training teacher
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return self.micro_batches // self.accumulation_steps
+
+
+CPU_CONFIG = Config(inputs=16, hidden=32, outputs=4, micro_batch=16, val_rows=256, val_batch=16)
+
+
+# -- the job --------------------------------------------------------------------------
+
+
+class Data:
+    """Synthetic regression data, made from fixed seeds on the CPU (identical on every
+    device) and moved to the device once per grading."""
+
+    def __init__(self, config: Config, device: torch.device) -> None:
+        g = torch.Generator().manual_seed(1234)
+        d, o = config.inputs, config.outputs
+        rows = config.micro_batch * config.micro_batches
+        teacher = torch.randn(d, o, generator=g) / math.sqrt(d)
+        x = torch.randn(rows, d, generator=g)
+        y = x @ teacher + 0.1 * torch.randn(rows, o, generator=g)
+        # Validation asks for a scaled-down teacher: its loss falls while the model
+        # learns, then rises once the model overshoots, so early stopping fires.
+        xv = torch.randn(config.val_rows, d, generator=g)
+        yv = config.shift * (xv @ teacher)
+        x, y, xv, yv = (t.to(device) for t in (x, y, xv, yv))
+        b, vb = config.micro_batch, config.val_batch
+        self.train = [(x[i : i + b], y[i : i + b]) for i in range(0, rows, b)]
+        self.val = [(xv[i : i + vb], yv[i : i + vb]) for i in range(0, config.val_rows, vb)]
+        self.val_elements = config.val_rows * o
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            initial = make_model(config)
+        self.initial = [p.detach().to(device) for p in initial.parameters()]
+
+    def validation_loss(self, weights: list[torch.Tensor]) -> torch.Tensor:
+        """Mean squared error of the MLP with these weights over the validation set, on
+        the current stream, without synchronising."""
+        w1, b1, w2, b2, w3, b3 = weights
+        total = None
+        for x, y in self.val:
+            h = torch.relu(torch.addmm(b1, x, w1.t()))
+            h = torch.relu(torch.addmm(b2, h, w2.t()))
+            out = torch.addmm(b3, h, w3.t())
+            part = F.mse_loss(out, y, reduction="sum")
+            total = part if total is None else total + part
+        return total / self.val_elements
+
+
+def make_model(config: Config, device=None) -> torch.nn.Sequential:
+    return torch.nn.Sequential(
+        torch.nn.Linear(config.inputs, config.hidden, device=device),
+        torch.nn.ReLU(),
+        torch.nn.Linear(config.hidden, config.hidden, device=device),
+        torch.nn.ReLU(),
+        torch.nn.Linear(config.hidden, config.outputs, device=device),
+    )
+
+
+class Job:
+    """What ``Trainer(job)`` receives; documented in starter.py."""
+
+    def __init__(self, config: Config, device: torch.device, data: Data, recorder) -> None:
+        self.config = config
+        self.device = device
+        self.model = make_model(config, device="meta").to_empty(device=device)
+        with torch.no_grad():
+            for parameter, value in zip(self.model.parameters(), data.initial, strict=True):
+                parameter.copy_(value)
+        self.model.register_forward_pre_hook(recorder.forward_hook)
+        self.optimizer = CountingSGD(
+            self.model.parameters(), recorder=recorder, lr=config.lr, momentum=config.momentum
+        )
+        self._data = data
+        self._recorder = recorder
+
+    def batches(self, epoch: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        return list(self._data.train)
+
+    def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return F.mse_loss(outputs, targets)
+
+    def validate(self, weights) -> torch.Tensor:
+        return self._recorder.validate(list(weights), self._data.validation_loss)
+
+
+_data: dict[tuple, Data] = {}
+
+
+def build(device, config: Config, recorder) -> Job:
+    key = (str(device), config)
+    if key not in _data:
+        _data.clear()  # one device and one size at a time: keep the memory of one
+        _data[key] = Data(config, torch.device(device))
+    return Job(config, torch.device(device), _data[key], recorder)
+
+
+def no_early_stop(config: Config) -> Config:
+    return replace(config, patience=config.max_epochs + 1)
+
+
+# -- the reference ------------------------------------------------------------------------
+
+
+@dataclass
+class Reference:
+    epoch_weights: list[list[torch.Tensor]]  # end of every epoch (early stopping off)
+    epoch_losses: list[float]
+    stop_epoch: int
+    weights: list[torch.Tensor]
+    steps_per_epoch: int
+
+
+def early_stop_epoch(losses: list[float], config: Config) -> tuple[int, float]:
+    """The stopping epoch of the patience rule, and the smallest relative distance of a
+    loss from the threshold it was compared with."""
+    best, bad, margin = math.inf, 0, math.inf
+    for epoch, loss in enumerate(losses):
+        threshold = best - config.min_delta
+        if best != math.inf:
+            margin = min(margin, abs(loss - threshold) / abs(loss))
+        if loss < threshold:
+            best, bad = loss, 0
+        else:
+            bad += 1
+        if bad >= config.patience:
+            return epoch, margin
+    return len(losses) - 1, margin
+
+
+def reference(trajectory, run) -> Reference:
+    config: Config = run.config
+    weights = [v.weights for v in trajectory.recorder.validations]
+    losses = [float(v.loss) for v in trajectory.recorder.validations]
+    stop, margin = early_stop_epoch(losses, config)
+    returned = run.returned
+    if returned["stop_epoch"] != stop:
+        raise ValueError(f"the starter stopped after epoch {returned['stop_epoch']}, not {stop}")
+    if margin < DECISION_MARGIN:
+        raise ValueError(f"an early-stopping decision is within {margin:.2g} of its threshold")
+    for epoch in range(1, min(len(weights), stop + 2)):
+        gap = max_difference(weights[epoch], weights[epoch - 1])
+        if gap < SEPARATION:
+            raise ValueError(f"epochs {epoch - 1} and {epoch} differ by only {gap:.2g}")
+    return Reference(weights, losses, stop, list(returned["weights"]), config.steps_per_epoch)
+
+
+# -- checks -------------------------------------------------------------------------------
+
+
+def _returned(value) -> tuple[int | None, list | None, list | None, str | None]:
+    """(stop_epoch, weights, losses, problem) from what train() returned."""
+    expected = 'train() must return {"stop_epoch": int, "weights": [tensors], "losses": [floats]}'
+    if not isinstance(value, dict) or not {"stop_epoch", "weights", "losses"} <= set(value):
+        return None, None, None, f"{expected}; it returned {type(value).__name__}."
+    stop = value["stop_epoch"]
+    if isinstance(stop, torch.Tensor) and stop.numel() == 1:
+        stop = int(stop.item())
+    weights = value["weights"]
+    if isinstance(weights, dict):
+        weights = list(weights.values())
+    if not isinstance(stop, int) or not isinstance(weights, list | tuple):
+        return None, None, None, f"{expected}."
+    if not all(isinstance(w, torch.Tensor) for w in weights):
+        return None, None, None, f"{expected}: the weights must be tensors."
+    try:
+        losses = [float(x) for x in value["losses"]]
+    except (TypeError, ValueError):
+        return None, None, None, f"{expected}: the losses must be numbers."
+    return stop, list(weights), losses, None
+
+
+def _nearest_epoch(weights, epochs, guess: int) -> tuple[int, float]:
+    """The epoch whose end-of-epoch weights these are (trying the likeliest first)."""
+    best, best_gap = 0, math.inf
+    for epoch in sorted(range(len(epochs)), key=lambda e: abs(e - guess)):
+        gap = max_difference(weights, epochs[epoch])
+        if gap < best_gap:
+            best, best_gap = epoch, gap
+        if gap <= WEIGHT_ATOL:
+            break
+    return best, best_gap
+
+
+def _close(a: float, b: float, rtol: float) -> bool:
+    return abs(a - b) <= rtol * max(abs(b), 1e-12)
+
+
+def _validation_problem(run, ref: Reference) -> tuple[str | None, int]:
+    seen = set()
+    for number, record in enumerate(run.recorder.validations, 1):
+        epoch, gap = _nearest_epoch(record.weights, ref.epoch_weights, number - 1)
+        if gap > WEIGHT_ATOL:
+            return (
+                f"Validation pass {number} read weights that are no epoch's end (they differ "
+                f"by {gap:.2g} from the nearest, epoch {epoch}): it read the snapshot before "
+                "it was complete, or read weights training was still changing. Take the "
+                "snapshot on the training stream, then make the validation stream "
+                "`wait_stream` for it before reading.",
+                len(seen),
+            )
+        if seen and epoch <= max(seen):
+            return (
+                f"Validation pass {number} read the weights of epoch {epoch}, which an earlier "
+                "pass had already validated: it read a stale snapshot (memory that still held "
+                "an older copy). Make the validation stream `wait_stream` for the training "
+                "stream after taking the snapshot.",
+                len(seen),
+            )
+        got = float(record.loss)
+        want = float(run.job._data.validation_loss(record.weights))
+        if not _close(got, want, RECOMPUTE_RTOL):
+            return (
+                f"Validation pass {number} (epoch {epoch}) returned loss {got:.6g}, but the "
+                f"weights it started from give {want:.6g}: they changed while it ran. Validate "
+                "a snapshot nothing writes to, and keep its memory from being reused until "
+                "the validation stream is done with it (`record_stream`).",
+                len(seen),
+            )
+        seen.add(epoch)
+    missing = [e for e in range(ref.stop_epoch + 1) if e not in seen]
+    if missing:
+        return (
+            f"Epoch {missing[0]} was never validated through `job.validate` (epochs "
+            f"0-{ref.stop_epoch} must be).",
+            len(seen),
+        )
+    return None, len(seen)
+
+
+def check(run, ref: Reference) -> list[Check]:
+    config: Config = run.config
+    stop = ref.stop_epoch
+    checks = []
+
+    problem, validated = _validation_problem(run, ref)
+    checks.append(
+        Check.verdict(
+            "validation",
+            problem is None,
+            f"Every validation pass read a complete end-of-epoch snapshot that stayed "
+            f"unchanged while it ran ({validated} epochs validated).",
+            problem or "",
+        )
+    )
+    if problem is not None:
+        why = "Not judged: validation read wrong weights, so the decisions built on it are too."
+        for name in ("losses", "stop_epoch", "final_weights", "wasted_work"):
+            checks.append(Check(name, "skip", why))
+        return checks
+
+    got_stop, weights, losses, shape = _returned(run.returned)
+    if shape is not None:
+        checks += [Check.fail(name, shape) for name in ("losses", "stop_epoch", "final_weights")]
+    else:
+        problem = None
+        if len(losses) != got_stop + 1:
+            problem = (
+                f"train() returned {len(losses)} losses for epochs 0-{got_stop}: one per "
+                "epoch up to the stopping one."
+            )
+        for epoch, (a, b) in enumerate(zip(losses, ref.epoch_losses, strict=False)):
+            if problem is None and not _close(a, b, LOSS_RTOL):
+                problem = (
+                    f"The loss returned for epoch {epoch} is {a:.6g}; the sequential run's is "
+                    f"{b:.6g}. Read a loss only once the validation stream has produced it "
+                    "(after its CUDA event)."
+                )
+        checks.append(
+            Check.verdict(
+                "losses",
+                problem is None,
+                f"The {len(losses)} losses equal the sequential run's.",
+                problem or "",
+            )
+        )
+        checks.append(
+            Check.verdict(
+                "stop_epoch",
+                got_stop == stop,
+                f"Training stopped after epoch {stop}, as the patience rule says.",
+                f"train() says training stopped after epoch {got_stop}; the patience rule "
+                f"(patience {config.patience}, min_delta {config.min_delta:g}) stops it after "
+                f"epoch {stop}.",
+            )
+        )
+        gap = max_difference(weights, ref.weights)
+        checks.append(
+            Check.verdict(
+                "final_weights",
+                gap <= WEIGHT_ATOL,
+                f"The returned weights equal the sequential run's (largest difference {gap:.2g}).",
+                "The returned weights differ from the sequential run's at epoch "
+                f"{stop} by up to {gap:.3g} (tolerance {WEIGHT_ATOL:g}): return the snapshot "
+                "of the stopping epoch.",
+            )
+        )
+
+    steps, per_epoch = run.recorder.steps, ref.steps_per_epoch
+    low, high = (stop + 1) * per_epoch, (stop + 2) * per_epoch
+    if steps < low:
+        problem = (
+            f"Only {steps} optimizer steps were made; epochs 0-{stop} need {low} "
+            f"({per_epoch} per epoch)."
+        )
+    elif steps > high:
+        problem = (
+            f"{steps} optimizer steps were made: training ran {steps / per_epoch - stop - 1:.1f} "
+            f"epochs past epoch {stop}, where at most one may overlap the last validation. "
+            "Wait for a validation result before running further ahead."
+        )
+    else:
+        problem = None
+    checks.append(
+        Check.verdict(
+            "wasted_work",
+            problem is None,
+            f"{steps} optimizer steps: epochs 0-{stop}, and at most one more.",
+            problem or "",
+        )
+    )
+    return checks
+
+
+# -- timing -----------------------------------------------------------------------------
+
+
+def _train_epoch(job: Job) -> None:
+    steps = job.config.accumulation_steps
+    for i, (x, y) in enumerate(job.batches(0)):
+        (job.loss(job.model(x), y) / steps).backward()
+        if (i + 1) % steps == 0:
+            job.optimizer.step()
+            job.optimizer.zero_grad()
+
+
+def components(job: Job) -> dict:
+    """One training epoch and one validation pass, each timed alone by the harness."""
+    return {
+        "train_epoch": lambda: _train_epoch(job),
+        "validate": lambda: job.validate([p.detach() for p in job.model.parameters()]),
+    }
+
+
+def best_time(ref: Reference, seconds: dict[str, float]) -> float:
+    """Epochs 0..S train one after another; the validation of epoch S can only start
+    after it: no correct program can be faster, however well it overlaps."""
+    return (ref.stop_epoch + 1) * seconds["train_epoch"] + seconds["validate"]
+
+
+def work(run) -> dict[str, int]:
+    return {
+        "optimizer steps": run.recorder.steps,
+        "validation passes": len(run.recorder.validations),
+    }
+
+
+EXERCISE = GpuExercise(
+    build=build,
+    check=check,
+    reference=reference,
+    no_early_stop=no_early_stop,
+    components=components,
+    best_time=best_time,
+    work=work,
+    config=Config(),
+    cpu_config=CPU_CONFIG,
+    target_overlap=0.5,
+    bound_note=(
+        "(S+1) training epochs back to back, then one validation: the epochs and the "
+        "validation pass each timed alone by the harness"
+    ),
+)

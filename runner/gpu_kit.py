@@ -1,0 +1,237 @@
+"""The harness side of a GPU exercise's job: what the candidate's work goes through.
+
+A GPU exercise hands the candidate real PyTorch objects (a model, an optimizer, data on
+the device). The few calls that matter for grading go through a :class:`Recorder`:
+
+- :class:`CountingSGD` counts optimizer steps (and, when traced, marks them on the
+  stream they ran on);
+- :meth:`Recorder.validate` runs a validation pass on the *current* stream, keeps a copy
+  of the weights it started from (taken on that same stream, so it is exactly what the
+  pass read first) and the loss it returned, so checks can ask "which epoch's weights
+  did this validation see, and did they change while it ran?".
+
+Nothing here synchronises the host with the device. Timeline marks are CUDA events
+(perf_counter values on a CPU), converted to seconds only after the run, once the whole
+device has been synchronised.
+
+**Race amplification** (CUDA only, the checked run only): before every optimizer step and
+at the start of every validation pass the recorder can put a ``torch.cuda._sleep`` on
+the current stream. A correct program waits for what it depends on, so the sleeps only
+cost it time; a program that reads a snapshot before it is written (no ``wait_stream``),
+reads live weights, or lets memory be reused while a side stream still reads it (no
+``record_stream``) then reads the wrong values every time instead of once in a while.
+This is the GPU counterpart of the simulated engine's seeded shuffles.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+TRAINING_LANE = "training stream"
+
+
+@dataclass(frozen=True)
+class Amplifier:
+    """Sleeps on the current stream (GPU cycles), see the module docstring."""
+
+    step_cycles: int
+    validate_cycles: int
+
+    def sleep(self, cycles: int) -> None:
+        if cycles > 0:
+            torch.cuda._sleep(int(cycles))
+
+
+def sleep_cycles_per_second(device) -> float:
+    """How many ``torch.cuda._sleep`` cycles make one second on this GPU (measured)."""
+    probe = 2_000_000
+    torch.cuda.synchronize(device)
+    torch.cuda._sleep(probe)  # warm-up
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    begin.record()
+    torch.cuda._sleep(probe * 5)
+    end.record()
+    end.synchronize()
+    seconds = begin.elapsed_time(end) / 1000.0
+    return probe * 5 / seconds if seconds > 0 else 1e9
+
+
+@dataclass
+class Validation:
+    """One validation pass, as the harness saw it."""
+
+    weights: list[torch.Tensor]  # copied on the pass's stream when it started
+    loss: torch.Tensor  # the 0-d loss the pass returned (on the device)
+    lane: str
+    start: Any = None  # marks, when traced
+    end: Any = None
+
+
+@dataclass
+class _Span:
+    lane: str
+    op: str
+    start: Any
+    end: Any
+    label: str | None = None
+
+
+@dataclass
+class Recorder:
+    """What the harness saw of one run (see the module docstring)."""
+
+    device: torch.device
+    traced: bool = False
+    amplifier: Amplifier | None = None
+    steps: int = 0
+    validations: list[Validation] = field(default_factory=list)
+    spans: list[_Span] = field(default_factory=list)
+    _cuda: bool = False
+    _origin: Any = None
+    _training_stream: int | None = None
+    _lanes: dict[int, str] = field(default_factory=dict)
+    _window: Any = None
+    _end: Any = None
+
+    def __post_init__(self) -> None:
+        self.device = torch.device(self.device)
+        self._cuda = self.device.type == "cuda"
+
+    # -- streams and marks --------------------------------------------------------
+
+    def begin(self) -> None:
+        """Called by the harness just before ``train()``: the current stream is the
+        training stream, and (traced) the timeline starts here."""
+        if self._cuda:
+            self._training_stream = torch.cuda.current_stream(self.device).stream_id
+        if self.traced:
+            self._origin = self._mark()
+
+    def lane(self) -> str:
+        """The timeline lane of the current stream."""
+        if not self._cuda:
+            return TRAINING_LANE
+        stream = torch.cuda.current_stream(self.device).stream_id
+        if stream == self._training_stream:
+            return TRAINING_LANE
+        if stream not in self._lanes:
+            self._lanes[stream] = f"side stream {len(self._lanes) + 1}"
+        return self._lanes[stream]
+
+    def _mark(self) -> Any:
+        if self._cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def _seconds(self, mark: Any) -> float:
+        if self._cuda:
+            return self._origin.elapsed_time(mark) / 1000.0
+        return mark - self._origin
+
+    # -- what the job calls -----------------------------------------------------------
+
+    def forward_hook(self, module, args) -> None:
+        """A forward pre-hook on the model: the first forward after a step opens the
+        accumulation window drawn on the timeline."""
+        if self.traced and self._window is None:
+            self._window = (self.lane(), self._mark())
+
+    def before_step(self) -> None:
+        if self.amplifier is not None:
+            self.amplifier.sleep(self.amplifier.step_cycles)
+
+    def after_step(self) -> None:
+        self.steps += 1
+        if self.traced:
+            lane, start = self._window or (self.lane(), self._mark())
+            self.spans.append(_Span(lane, "train", start, self._mark(), f"step {self.steps}"))
+            self._window = None
+
+    def validate(
+        self, weights: list[torch.Tensor], compute: Callable[[list[torch.Tensor]], torch.Tensor]
+    ) -> torch.Tensor:
+        """Run ``compute(weights)`` on the current stream and record it."""
+        lane = self.lane()
+        start = self._mark() if self.traced else None
+        with torch.no_grad():
+            seen = [w.detach().clone() for w in weights]
+            if self.amplifier is not None:
+                self.amplifier.sleep(self.amplifier.validate_cycles)
+            loss = compute(list(weights))
+        end = self._mark() if self.traced else None
+        self.validations.append(Validation(seen, loss, lane, start, end))
+        if self.traced:
+            number = len(self.validations)
+            self.spans.append(_Span(lane, "validate", start, end, f"validation {number}"))
+        return loss
+
+    # -- after the run ----------------------------------------------------------------
+
+    def finish(self) -> None:
+        """Called by the harness once ``train()`` has returned and the whole device has
+        been synchronised: the end of the timeline."""
+        if self.traced and self._origin is not None:
+            self._end = self._mark()
+            if self._cuda:
+                self._end.synchronize()
+
+    def trace_json(self, limit: int) -> dict | None:
+        """The timeline in the result's trace format, or None when not traced."""
+        if not self.traced or self._origin is None or self._end is None:
+            return None
+        lanes = [TRAINING_LANE, *self._lanes.values()]
+        spans = []
+        for span in self.spans[:limit]:
+            item = {
+                "lane": span.lane,
+                "op": span.op,
+                "start": round(self._seconds(span.start), 6),
+                "end": round(self._seconds(span.end), 6),
+            }
+            if span.label:
+                item["batch"] = span.label
+            spans.append(item)
+        return {
+            "lanes": lanes,
+            "makespan": round(self._seconds(self._end), 6),
+            "truncated": max(0, len(self.spans) - limit),
+            "spans": spans,
+        }
+
+
+class CountingSGD(torch.optim.SGD):
+    """``torch.optim.SGD`` whose steps the harness counts (and amplifies, see above)."""
+
+    def __init__(self, params, *, recorder: Recorder, **options) -> None:
+        super().__init__(params, **options)
+        self._recorder = recorder
+
+    def step(self, closure=None):
+        self._recorder.before_step()
+        result = super().step(closure)
+        self._recorder.after_step()
+        return result
+
+
+# -- comparing weights ------------------------------------------------------------
+
+
+def max_difference(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
+    """The largest absolute difference between two lists of tensors (inf if the shapes
+    differ). Synchronises: call it after the run."""
+    if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b, strict=True)):
+        return float("inf")
+    return max(
+        (
+            float((x.detach() - y.detach().to(x.device)).abs().max())
+            for x, y in zip(a, b, strict=True)
+        ),
+        default=0.0,
+    )

@@ -1,0 +1,261 @@
+"""The GPU exercise's correctness checks, run on a CPU with the same code.
+
+Streams cannot race on a CPU, so races are simulated by changing what the harness
+recorded (a validation that read other weights, weights that changed under a validation);
+the checker must name them. Candidate code that uses CUDA streams runs here against
+stand-ins for torch.cuda's stream API, which is enough to check its arithmetic.
+"""
+
+import contextlib
+import sys
+import types
+
+import pytest
+import torch
+
+from runner import gpu_grading
+from runner.exercise import load
+from runner.gpu_kit import Recorder, max_difference
+from runner.grading import Program
+
+SLUG = "gpu-gradient-accumulation"
+NAMES = ["validation", "losses", "stop_epoch", "final_weights", "wasted_work"]
+DEPENDENT = NAMES[1:]
+
+
+class FakeStream:
+    created = 0
+
+    def __init__(self, device=None, priority=0):
+        FakeStream.created += 1
+        self.stream_id = FakeStream.created
+
+    def wait_stream(self, other):
+        pass
+
+    def wait_event(self, event):
+        pass
+
+    def query(self):
+        return True
+
+    def synchronize(self):
+        pass
+
+
+class FakeEvent:
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        pass
+
+    def record(self, stream=None):
+        pass
+
+    def query(self):
+        return True
+
+    def synchronize(self):
+        pass
+
+
+@pytest.fixture
+def cuda_streams_on_cpu(monkeypatch):
+    """torch.cuda's stream API as no-ops: on a CPU every operation is already in order."""
+    default = FakeStream()
+    monkeypatch.setattr(torch.cuda, "Stream", FakeStream)
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: default)
+    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
+    monkeypatch.setattr(torch.Tensor, "record_stream", lambda self, stream: None, raising=False)
+
+
+@pytest.fixture(scope="module")
+def exercise():
+    return load(SLUG)
+
+
+def starter_run(exercise):
+    """The starter's run on CPU and the reference built from it (as grading does)."""
+    harness = gpu_grading._Harness(exercise, torch.device("cpu"), exercise.cpu_config)
+    starter = Program.from_file(exercise.starter)
+    config = exercise.no_early_stop(exercise.cpu_config)
+    trajectory = harness.run_once(starter, harness.new_run("trajectory", config=config))
+    run = harness.run_once(starter, harness.new_run("reference"))
+    return run, exercise.reference(trajectory, run)
+
+
+def statuses(checks):
+    return {c.name: c.status for c in checks}
+
+
+def test_the_starter_passes_every_check(exercise):
+    run, ref = starter_run(exercise)
+    checks = exercise.check(run, ref)
+    assert [c.name for c in checks] == NAMES
+    assert set(statuses(checks).values()) == {"pass"}
+    assert 0 < ref.stop_epoch < exercise.cpu_config.max_epochs - 2  # early stopping fires
+
+
+def test_reference_epochs_are_far_apart_compared_with_the_tolerance(exercise):
+    _, ref = starter_run(exercise)
+    grader = sys.modules["overlap_grader_gpu_gradient_accumulation"]
+    gaps = [
+        max_difference(ref.epoch_weights[e], ref.epoch_weights[e - 1])
+        for e in range(1, ref.stop_epoch + 2)
+    ]
+    assert min(gaps) > 10 * grader.WEIGHT_ATOL
+
+
+def test_a_validation_that_read_a_half_written_snapshot_fails_and_skips_what_follows(exercise):
+    run, ref = starter_run(exercise)
+    record = run.recorder.validations[2]
+    record.weights = [w.clone() for w in record.weights]
+    record.weights[0][:5] = 0  # part of the copy had not landed yet
+    checks = exercise.check(run, ref)
+    found = statuses(checks)
+    assert found["validation"] == "fail"
+    assert {found[name] for name in DEPENDENT} == {"skip"}
+    assert "Validation pass 3 read weights that are no epoch's end" in checks[0].message
+
+
+def test_weights_that_changed_while_validation_ran_fail(exercise):
+    run, ref = starter_run(exercise)
+    record = run.recorder.validations[3]
+    record.loss = record.loss * 1.001  # it read some weights after training moved them
+    checks = exercise.check(run, ref)
+    assert statuses(checks)["validation"] == "fail"
+    assert "they changed while it ran" in checks[0].message
+
+
+def test_a_stale_snapshot_from_an_earlier_epoch_fails(exercise):
+    run, ref = starter_run(exercise)
+    validations = run.recorder.validations
+    validations[3].weights = validations[2].weights
+    validations[3].loss = validations[2].loss
+    checks = exercise.check(run, ref)
+    assert "read the weights of epoch 2, which an earlier pass" in checks[0].message
+
+
+def test_an_epoch_never_validated_fails(exercise):
+    run, ref = starter_run(exercise)
+    del run.recorder.validations[ref.stop_epoch]
+    checks = exercise.check(run, ref)
+    assert f"Epoch {ref.stop_epoch} was never validated" in checks[0].message
+
+
+def test_returning_another_epochs_weights_fails_only_final_weights(exercise):
+    run, ref = starter_run(exercise)
+    run.returned["weights"] = ref.epoch_weights[ref.stop_epoch - 1]
+    found = statuses(exercise.check(run, ref))
+    assert [name for name, status in found.items() if status == "fail"] == ["final_weights"]
+
+
+def test_a_loss_read_before_validation_wrote_it_fails_losses(exercise):
+    run, ref = starter_run(exercise)
+    run.returned["losses"][2] = 0.0  # the pinned buffer before the copy arrived
+    checks = exercise.check(run, ref)
+    assert statuses(checks)["losses"] == "fail"
+    assert "epoch 2 is 0" in next(c for c in checks if c.name == "losses").message
+
+
+def test_training_two_epochs_past_the_stop_fails_wasted_work(exercise):
+    run, ref = starter_run(exercise)
+    run.recorder.steps += 2 * ref.steps_per_epoch
+    checks = exercise.check(run, ref)
+    assert statuses(checks)["wasted_work"] == "fail"
+
+
+def test_a_result_of_the_wrong_shape_is_explained(exercise):
+    run, ref = starter_run(exercise)
+    run.returned = run.returned["weights"]
+    checks = exercise.check(run, ref)
+    message = next(c for c in checks if c.name == "stop_epoch").message
+    assert message.startswith('train() must return {"stop_epoch"')
+
+
+# -- the whole path on a CPU ---------------------------------------------------------------
+
+
+def grade(path, trials=2):
+    exercise = load(SLUG)
+    return gpu_grading.grade(exercise, path, device="cpu", trials=trials)
+
+
+def failing(result):
+    return sorted(c["name"] for c in result["checks"] if c["status"] == "fail")
+
+
+def test_the_reference_solution_is_correct(exercise, cuda_streams_on_cpu):
+    result = grade(exercise.solution)
+    checks = {c["name"]: c["status"] for c in result["checks"]}
+    assert {checks[name] for name in NAMES} == {"pass"}, result["message"]
+    assert checks["host_syncs"] == "skip"  # only detected on CUDA
+    metrics = result["metrics"]
+    assert metrics["clock"] == "perf_counter" and metrics["device"] == "cpu"
+    assert metrics["order"] == "A B A B A B"  # one warm-up pair, two trials
+    assert set(metrics["speedup_spread"]) == {"median", "q1", "q3", "min", "max", "n"}
+    assert set(metrics["components"]) == {"train_epoch", "validate"}
+    lanes = result["trace"]["candidate"]["lanes"]
+    ops = {span["op"] for span in result["trace"]["baseline"]["spans"]}
+    assert lanes == ["training stream"] and ops == {"train", "validate"}
+
+
+def test_a_logic_bug_gets_the_failing_checks_its_example_declares(exercise, cuda_streams_on_cpu):
+    example = next(e for e in exercise.examples() if e.name == "patience_off_by_one")
+    result = grade(example.path)
+    assert result["verdict"] == example.verdict
+    assert tuple(failing(result)) == example.failing
+
+
+def test_an_exception_in_the_candidate_is_a_runtime_error(exercise, cuda_streams_on_cpu):
+    result = grade(next(e.path for e in exercise.examples() if e.name == "dropped_checkpoint"))
+    assert result["verdict"] == "runtime_error"
+    assert result["error"]["line"] is not None
+    assert "KeyError" in result["message"]
+
+
+def test_skipping_work_in_the_timed_runs_is_caught(write_code, monkeypatch):
+    # Trains honestly once, then replays the first run's answer without training.
+    monkeypatch.setitem(sys.modules, "memo", types.ModuleType("memo"))
+    starter = load(SLUG).starter.read_text()
+    source = starter.replace(
+        "    def train(self):\n",
+        "    def train(self):\n"
+        "        import sys, types\n"
+        "        memo = sys.modules.setdefault('memo', types.ModuleType('memo'))\n"
+        "        if hasattr(memo, 'answer'):\n"
+        "            return memo.answer\n"
+        "        memo.answer = self.honest_train()\n"
+        "        return memo.answer\n\n"
+        "    def honest_train(self):\n",
+    )
+    result = grade(write_code(source))
+    assert result["verdict"] == "wrong"
+    assert "of the timing" in result["message"]
+
+
+# -- host synchronisations (recorded on CUDA; the verdict logic is plain Python) -------------
+
+
+def synced_run(tmp_path, syncs, steps):
+    code = tmp_path / "candidate.py"
+    code.write_text("a = 1\nloss = x.item()\nprint(loss)\n")
+    run = gpu_grading.GpuRun("checked", None, job=None, recorder=Recorder("cuda"))
+    run.recorder.steps = steps
+    run.syncs = syncs
+    return run, Program.from_file(code)
+
+
+def test_host_syncs_while_training_remains_are_listed_by_line(tmp_path):
+    syncs = [(2, 3, "synchronizing operation"), (2, 5, "synchronizing operation")]
+    syncs.append((3, 10, "synchronizing operation"))  # after the last step: allowed
+    run, program = synced_run(tmp_path, syncs, steps=10)
+    check = gpu_grading._host_sync_check(run, program)
+    assert check.status == "warn"
+    assert "waited for the device 2 times" in check.message
+    assert "line 2 `loss = x.item()` x2" in check.message
+    assert "line 3" not in check.message
+
+
+def test_a_sync_after_the_last_step_is_fine(tmp_path):
+    run, program = synced_run(tmp_path, [(3, 10, "synchronizing operation")], steps=10)
+    assert gpu_grading._host_sync_check(run, program).status == "pass"

@@ -1,0 +1,51 @@
+"""On a machine with a CUDA device: the GPU exercise's golden verdicts, measured for real.
+
+Skipped without a GPU (the rest of tests/runner covers the path up to the device).
+"""
+
+import functools
+
+import pytest
+import torch
+
+from runner import grading
+from runner.exercise import load
+
+SLUG = "gpu-gradient-accumulation"
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@functools.cache
+def graded(path: str) -> dict:
+    return grading.grade(SLUG, path)
+
+
+def failing(result):
+    return sorted(c["name"] for c in result["checks"] if c["status"] == "fail")
+
+
+def _cases():
+    exercise = load(SLUG)
+    yield pytest.param(str(exercise.solution), "accepted", [], id="solution")
+    yield pytest.param(str(exercise.starter), "too_slow", [], id="starter")
+    for example in exercise.examples():
+        params = (str(example.path), example.verdict, list(example.failing))
+        yield pytest.param(*params, id=example.name)
+
+
+@pytest.mark.parametrize(("path", "verdict", "failing_checks"), list(_cases()))
+def test_file_gets_its_expected_verdict_on_the_gpu(path, verdict, failing_checks):
+    result = graded(path)
+    assert (result["verdict"], failing(result)) == (verdict, failing_checks), result["message"]
+
+
+def test_the_reference_reaches_the_target_and_stays_under_the_bound():
+    metrics = graded(str(load(SLUG).solution))["metrics"]
+    assert metrics["clock"] == "cuda_events"
+    assert metrics["target_speedup"] <= metrics["speedup"] <= metrics["bound_speedup"] * 1.15
+
+
+def test_the_starter_warns_about_its_host_syncs():
+    result = graded(str(load(SLUG).starter))
+    check = next(c for c in result["checks"] if c["name"] == "host_syncs")
+    assert check["status"] == "warn" and "item()" in check["message"]
