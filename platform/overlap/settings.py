@@ -102,7 +102,11 @@ if not os.environ.get("DATABASE_URL"):
 DATABASES = {
     "default": dj_database_url.config(
         default=f"sqlite:///{VAR_DIR / 'overlap.sqlite3'}",
-        conn_max_age=env_int("DB_CONN_MAX_AGE", 60),
+        # Persistent connections suit a fixed pool of workers (gunicorn, Celery); the
+        # development server starts a thread per request, and each would keep one open
+        # until PostgreSQL runs out of connections.
+        conn_max_age=env_int("DB_CONN_MAX_AGE", 0 if DEBUG else 60),
+        conn_health_checks=True,
     )
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
