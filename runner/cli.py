@@ -71,8 +71,8 @@ def _grade(args) -> int:
         while data:
             data = data[os.write(result_fd, data) :]
 
+    from runner.contract import make_result
     from runner.exercise import ExerciseNotFound, find_directory
-    from runner.result import make_result
 
     def usage_error(message: str) -> int:
         emit(
@@ -90,14 +90,14 @@ def _grade(args) -> int:
     except ExerciseNotFound as exc:
         return usage_error(str(exc))
 
-    from runner import grading
+    from runner import tracks
 
     try:
         exercise_slug = Path(args.exercise).name
 
         def on_hard_timeout():
             emit(
-                grading.make_result(
+                make_result(
                     exercise=exercise_slug,
                     verdict="timeout",
                     message="Stopped: the program ignored the time limit and had to be killed.",
@@ -105,12 +105,12 @@ def _grade(args) -> int:
             )
             os._exit(EXIT_OK)
 
-        result = grading.grade(
+        result = tracks.grade(
             args.exercise,
             args.code,
             seeds=args.seeds,
             replay_seed=args.seed,
-            watchdog_seconds=args.timeout or grading.DEFAULT_WATCHDOG,
+            watchdog_seconds=args.timeout,
             on_hard_timeout=on_hard_timeout,
             trials=args.trials,
         )
@@ -118,7 +118,7 @@ def _grade(args) -> int:
         return usage_error(str(exc))
     except Exception as exc:  # a bug in the runner or the exercise, never the candidate's
         traceback.print_exc(file=sys.__stderr__)
-        emit(grading.internal_error_result(args.exercise, f"internal error: {exc!r}"))
+        emit(tracks.internal_error_result(args.exercise, f"internal error: {exc!r}"))
         return EXIT_INTERNAL
     emit(result)
     return EXIT_OK
@@ -140,15 +140,15 @@ def validate_exercise(exercise, seeds: int | None = None) -> list[dict]:
 
     A GPU exercise on a machine without a GPU gets verdict needs_gpu for every file:
     those rows are ``skipped`` (and ok), so CI without a GPU stays green."""
-    from runner import grading
+    from runner import tracks
 
     rows = []
 
     def row(path: Path, label: str, expected: str, expected_failing, problem_fn):
         try:
-            result = grading.grade(exercise.directory, path, seeds=seeds)
+            result = tracks.grade(exercise.directory, path, seeds=seeds)
         except Exception as exc:  # report it as this file's problem, go on with the others
-            result = grading.internal_error_result(exercise.slug, f"internal error: {exc}")
+            result = tracks.internal_error_result(exercise.slug, f"internal error: {exc}")
         failing = sorted(c["name"] for c in result["checks"] if c["status"] == "fail")
         skipped = result["verdict"] == "needs_gpu"
         problem = None if skipped else problem_fn(result, failing)

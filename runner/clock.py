@@ -1,4 +1,8 @@
-"""The virtual clock: an asyncio loop whose time jumps to the next timer.
+"""The grader's virtual clock: an asyncio loop whose time jumps to the next timer.
+
+This loop runs in the trusted grader's process only: it drives the simulated cluster
+(every kit operation is a task on it). The candidate's code runs on its own loop in its
+own process (``runner.candidate.loop``), which asks this one for the time.
 
 Time compaction comes from ``looptime`` (the loop's ``time()`` is an integer tick
 count, 1 tick = 1 µs, that jumps straight to the next scheduled timer). On top of
@@ -7,19 +11,22 @@ it, :class:`VirtualLoop` adds what grading needs:
 - ``advance(dt)``: move the clock forward *without yielding*, which is what a
   blocking call does to an event loop: it costs its time and nothing else runs.
 - ``wake_at(ticks)``: a timer on an exact tick, so simulated costs add up exactly.
-- a seeded shuffle of the ready queue, so that callbacks that are ready at the
-  same virtual instant run in a different (but replayable) order for each seed;
+- ``pause_when``: a predicate checked whenever the loop has finished everything due at
+  the current instant; when it holds, the loop stops there (before moving the clock),
+  so the grader can hand that instant's completions to the candidate.
 - a clear end for stuck programs: ``Deadlock`` (nothing ready, nothing scheduled),
   ``VirtualTimeLimit`` (the clock passes the limit) and ``Livelock`` (the loop
-  spins without the clock ever moving). These are raised from the loop itself, not
-  inside a task, so candidate code cannot swallow them.
+  spins without the clock ever moving).
+
+The ready queue is stock asyncio (FIFO).
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
-import random
+import threading
+from asyncio import events
+from contextlib import contextmanager
 
 import looptime
 
@@ -58,55 +65,27 @@ class Livelock(StuckError):
     kind = "livelock"
 
 
-class _ShuffledReady(collections.deque):
-    """A ready queue that hands out a random ready callback instead of the oldest.
-
-    ``BaseEventLoop._run_once`` pops ``len(_ready)`` callbacks with ``popleft()``;
-    picking a random one each time gives a seeded permutation of everything that
-    is ready at this virtual instant (callbacks that become ready meanwhile may be
-    picked too, which is also an order a real scheduler could produce).
-    """
-
-    def __init__(self, rng: random.Random) -> None:
-        super().__init__()
-        self._rng = rng
-
-    def popleft(self):
-        n = len(self)
-        if n > 1:
-            i = self._rng.randrange(n)
-            if i:
-                self[0], self[i] = self[i], self[0]
-        return super().popleft()
-
-
 _LooptimeSelectorLoop = looptime.make_event_loop_class(asyncio.SelectorEventLoop)
 
 
 class VirtualLoop(_LooptimeSelectorLoop):
-    """A looptime event loop with blocking advances, shuffling and stuck detection."""
+    """A looptime event loop with blocking advances, pauses and stuck detection."""
 
     def __init__(
         self,
         *,
-        seed: int | None = None,
         time_limit: float | None = None,
-        max_idle_iterations: int = 50_000,
+        max_idle_iterations: int | None = 50_000,
     ) -> None:
         # noop_cycles=0: move the clock after one empty cycle, not 42; nothing in a
         # simulation waits for real I/O, so the extra cycles would only cost CPU.
         super().__init__(start=0.0, resolution=_RESOLUTION, noop_cycles=0)
-        self.seed = seed
         self.time_limit = time_limit
+        self.pause_when = None  # callable -> bool, checked at the end of every instant
         self._max_idle_iterations = max_idle_iterations
         self._idle_iterations = 0
         self._last_ticks = 0
         self.stuck: StuckError | None = None  # set once the loop found it can never finish
-        if seed is not None:
-            # CPython-private: BaseEventLoop keeps its ready callbacks in ``_ready``
-            # (a deque). Swapping in a deque that pops at random is the one change
-            # the shuffle needs; everything else in the loop stays stock asyncio.
-            self._ready = _ShuffledReady(random.Random(seed))
         # looptime already wraps the selector's select() (the loop asks it how long
         # to sleep); we wrap looptime's wrapper to spot a loop that can never finish.
         # ``_selector`` is BaseSelectorEventLoop's (looptime patches it the same way).
@@ -120,7 +99,9 @@ class VirtualLoop(_LooptimeSelectorLoop):
 
     def advance(self, seconds: float) -> None:
         """Move the clock forward now, without yielding to other tasks (a blocking call)."""
-        ticks = to_ticks(seconds)
+        self.advance_ticks(to_ticks(seconds))
+
+    def advance_ticks(self, ticks: int) -> None:
         if ticks <= 0:
             return
         if self.time_limit is not None and to_seconds(self.ticks() + ticks) > self.time_limit:
@@ -143,7 +124,40 @@ class VirtualLoop(_LooptimeSelectorLoop):
 
     # -- stuck detection -----------------------------------------------------
 
+    @contextmanager
+    def running(self):
+        """Mark the loop running for a whole stretch of :meth:`step_until_paused` calls.
+
+        ``run_forever`` sets this up (and tears it down) on every call, which costs more
+        than the grader's steps between two messages of the candidate's process."""
+        previous = events._get_running_loop()
+        events._set_running_loop(self)
+        self._thread_id = threading.get_ident()  # BaseEventLoop's own bookkeeping
+        try:
+            yield self
+        finally:
+            self._thread_id = None
+            events._set_running_loop(previous)
+
+    def step_until_paused(self) -> None:
+        """Run until ``pause_when`` holds at the end of an instant (inside ``running()``)."""
+        # CPython-private: ``_run_once`` is one iteration of ``run_forever``; ``stop()``
+        # sets ``_stopping``, which ``run_forever`` would check after each iteration.
+        self._stopping = False
+        while not self._stopping:
+            self._run_once()
+        self._stopping = False
+
+    def next_timer_ticks(self) -> int | None:
+        """When the next scheduled timer fires (None: nothing is scheduled)."""
+        # CPython-private: BaseEventLoop keeps its timers in the heap ``_scheduled``.
+        whens = [h.when() for h in self._scheduled if not h.cancelled()]
+        return to_ticks(min(whens)) if whens else None
+
     def _checked_select(self, timeout):
+        if timeout != 0 and self.pause_when is not None and self.pause_when():
+            self.stop()  # everything due now has run: hand over before the clock moves
+            return []
         if self.stuck is None:
             self.stuck = self._why_stuck(timeout)
         if self.stuck is not None:
@@ -158,7 +172,8 @@ class VirtualLoop(_LooptimeSelectorLoop):
             return VirtualTimeLimit(f"the simulated time passed the limit of {self.time_limit:g} s")
         if now == self._last_ticks:
             self._idle_iterations += 1
-            if self._idle_iterations > self._max_idle_iterations:
+            limit = self._max_idle_iterations
+            if limit is not None and self._idle_iterations > limit:
                 return Livelock(
                     "the event loop kept spinning without simulated time moving "
                     "(polling with `await asyncio.sleep(0)`?)"

@@ -38,16 +38,16 @@ import torch
 from runner import gpu_timing
 from runner.exercise import GpuExercise
 from runner.gpu_kit import Amplifier, Recorder, sleep_cycles_per_second
-from runner.grading import (
+from runner.harness import (
     DEFAULT_WATCHDOG,
     Failure,
     InternalError,
     Program,
     WatchdogTimeout,
-    _exception_message,
-    _missing_entry_point,
-    _syntax_result,
     captured,
+    exception_message,
+    missing_entry_point,
+    syntax_result,
     trimmed_traceback,
     watchdog,
 )
@@ -251,13 +251,13 @@ class _Harness:
             raise
         except BaseException as exc:
             text, line = trimmed_traceback(exc, program)
-            run.failure = Failure("runtime_error", _exception_message(exc, line), text, line)
+            run.failure = Failure("runtime_error", exception_message(exc, line), text, line)
             return self._failed(run)
         entry = namespace.get(self.exercise.entry_class)
         if not inspect.isclass(entry) or not callable(
             getattr(entry, self.exercise.entry_method, None)
         ):
-            run.failure = _missing_entry_point(self.exercise, namespace)
+            run.failure = missing_entry_point(self.exercise, namespace)
             return self._failed(run)
 
         def train():
@@ -278,7 +278,7 @@ class _Harness:
                 raise
             except BaseException as exc:
                 text, line = trimmed_traceback(exc, program)
-                run.failure = Failure("runtime_error", _exception_message(exc, line), text, line)
+                run.failure = Failure("runtime_error", exception_message(exc, line), text, line)
                 raise _RunFailed(run) from None
             finally:
                 if _precision() != before:
@@ -336,7 +336,7 @@ def grade(
     try:
         program = Program.from_file(code_path)
     except SyntaxError as exc:
-        return _syntax_result(exercise, exc, Path(code_path).name)
+        return syntax_result(exercise, exc, Path(code_path).name)
     except OSError as exc:
         raise InternalError(f"cannot read {code_path}: {exc}") from exc
     if device is None:

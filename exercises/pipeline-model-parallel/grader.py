@@ -50,7 +50,8 @@ def build(sim, config: Config) -> Cluster:
     ]
     links = [Link(sim, k, k + 1, config.send_cost) for k in range(config.num_stages - 1)]
     microbatches = [
-        MicroBatch(i, randn(b, d), torch.tanh(randn(b, d))) for i in range(config.num_microbatches)
+        MicroBatch(i, randn(b, d), torch.tanh(randn(b, d)), sim)
+        for i in range(config.num_microbatches)
     ]
     lanes = []
     for k in range(config.num_stages):

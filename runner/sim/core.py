@@ -9,11 +9,36 @@ Both record a span in the trace.
 from __future__ import annotations
 
 import asyncio
+import random
 from collections import Counter
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 from runner.clock import VirtualLoop, to_ticks
 from runner.trace import Span, Trace
+
+
+@dataclass(frozen=True)
+class Surface:
+    """What the candidate's code may touch of a kit class (everything else stays private).
+
+    const   attributes that never change; sent once, with the object's handle
+    live    attributes read when asked (one round trip)
+    free    methods that cost no simulated time
+    block   methods that cost their time and block everything (``compute_gradient``)
+    async_  coroutine methods that cost their time while other tasks run
+    length  whether ``len(obj)`` works (a live read)
+
+    A subclass (a grader's own worker, say) inherits its base's surface unless it declares
+    its own ``KIT_SURFACE``.
+    """
+
+    const: tuple[str, ...] = ()
+    live: tuple[str, ...] = ()
+    free: tuple[str, ...] = ()
+    block: tuple[str, ...] = ()
+    async_: tuple[str, ...] = ()
+    length: bool = False
 
 _current: Sim | None = None
 
@@ -40,6 +65,34 @@ class Sim:
         self.thread_calls: Counter[str] = Counter()  # threads / executors (run inline)
         self.clock_reads = 0  # time.time()/monotonic()/perf_counter() calls from user code
         self._last_stall: Span | None = None
+        # Set by the grader while it serves a blocking call from the candidate's process:
+        # whether the candidate's event loop was running (a blocking call in async code).
+        self.caller_in_async = False
+        # Seeded runs vary what really varies on a cluster: each cost is stretched by up
+        # to ``jitter`` (a fraction), from the run's seed. The timed run has none.
+        self.jitter = 0.0
+        self._jitter_rng: random.Random | None = None
+        # Where the values the kit handed out came from (id(value) -> origin), for the
+        # checks that follow data: which pull a gradient's weights came from, which link
+        # delivered a stage's input. Values stay alive in the grader's handle table.
+        self.origins: dict[int, tuple] = {}
+
+    def set_jitter(self, seed: int, fraction: float) -> None:
+        self.jitter = fraction
+        self._jitter_rng = random.Random(seed * 7919 + 17)
+
+    def cost_ticks(self, seconds: float) -> int:
+        """The ticks an operation of ``seconds`` takes in this run (jittered when seeded)."""
+        ticks = to_ticks(seconds)
+        if self._jitter_rng is not None and ticks > 0:
+            ticks += round(ticks * self.jitter * self._jitter_rng.random())
+        return ticks
+
+    def mark(self, value, *origin) -> None:
+        self.origins[id(value)] = origin
+
+    def origin(self, value) -> tuple | None:
+        return self.origins.get(id(value))
 
     # -- activation --------------------------------------------------------
 
@@ -63,7 +116,7 @@ class Sim:
 
     async def wait(self, seconds: float) -> None:
         """Let ``seconds`` of simulated time pass for the calling task only."""
-        ticks = to_ticks(seconds)
+        ticks = self.cost_ticks(seconds)
         if ticks <= 0:
             await asyncio.sleep(0)
             return
@@ -105,7 +158,7 @@ class Sim:
         start = loop.ticks()
         span = self.trace.open(lane, op, start, batch, False)
         future = loop.create_future()
-        handle = loop.wake_at(start + to_ticks(seconds), future)
+        handle = loop.wake_at(start + self.cost_ticks(seconds), future)
         try:
             await future
         except asyncio.CancelledError:
@@ -122,11 +175,10 @@ class Sim:
         ``call`` names the API the user called; inside async code it is reported,
         because it stalls every other task.
         """
-        inside_async = _loop_is_running()
-        if inside_async:
+        if self.caller_in_async:
             self.blocking_calls[call] += 1
         span = self.open_span(lane, op, batch, blocking=True)
-        self.loop.advance(seconds)
+        self.loop.advance_ticks(self.cost_ticks(seconds))
         self.close_span(span)
 
     def stall(self, seconds: float, *, call: str) -> None:
@@ -149,6 +201,8 @@ class Sim:
 
 class Cluster:
     """The simulated hardware handed to a trainer: attributes hold the kit objects.
+
+    The candidate's process sees every attribute (as proxies or plain values).
 
     Which attributes exist depends on the exercise (``workers``, ``model``,
     ``stages``...); ``config`` always holds the exercise's settings.

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from runner.sim.core import Sim
+from runner.sim.core import Sim, Surface
 from runner.sim.training import Gradient, expect
 
 
@@ -23,6 +23,8 @@ class Params:
 
     values: torch.Tensor
     version: int | None
+
+    KIT_SURFACE = Surface(const=("version", "values"))
 
     def __repr__(self) -> str:
         return f"Params(version={self.version})"
@@ -34,10 +36,17 @@ class PushRecord:
     worker: int
     grad_version: int | None
     values: torch.Tensor
+    weights_from: tuple | None = None  # origin of the weights the gradient was computed on
 
 
 class ParameterServer:
     lane = "server"
+    KIT_SURFACE = Surface(
+        const=("lr", "pull_cost", "push_cost", "lane"),
+        live=("version", "values"),
+        block=("pull", "push"),
+        async_=("pull_async", "push_async"),
+    )
 
     def __init__(
         self,
@@ -73,14 +82,20 @@ class ParameterServer:
     # -- pull -----------------------------------------------------------------
 
     def pull(self) -> Params:
+        start = self._sim.ticks()
         self._sim.block(self.lane, "pull", self.pull_cost, call="ParameterServer.pull")
         self.pulls += 1
-        return Params(self.values, self.version)
+        return self._pulled(Params(self.values, self.version), start)
+
+    def _pulled(self, params: Params, start: int) -> Params:
+        self._sim.mark(params, "pull", self.pulls, start, self._sim.ticks())
+        return params
 
     async def pull_async(self) -> Params:
         per_shard = self.pull_cost / len(self._shards)
         copied: list[torch.Tensor] = []
         torn = False
+        start = self._sim.ticks()
         async with self._sim.span(self.lane, "pull"):
             writes_before, version = self._writes, self.version
             for shard in range(len(self._shards)):
@@ -91,14 +106,20 @@ class ParameterServer:
         self.pulls += 1
         if torn:
             self.torn_pulls += 1
-        return Params(torch.cat(copied), None if torn else version)
+        return self._pulled(Params(torch.cat(copied), None if torn else version), start)
 
     # -- push -----------------------------------------------------------------
 
     def _record(self, gradient: Gradient) -> None:
         expect(gradient, Gradient, "ParameterServer.push(gradient)")
         self.pushes.append(
-            PushRecord(gradient.batch, gradient.worker, gradient.version, gradient.values)
+            PushRecord(
+                gradient.batch,
+                gradient.worker,
+                gradient.version,
+                gradient.values,
+                gradient.weights_from,
+            )
         )
 
     def push(self, gradient: Gradient) -> None:

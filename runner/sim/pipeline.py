@@ -9,11 +9,11 @@ As everywhere in the kit, ``op`` blocks and ``await op_async`` does not.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
-from runner.sim.core import Sim
+from runner.sim.core import Sim, Surface
 from runner.sim.training import expect
 
 
@@ -24,18 +24,39 @@ class MicroBatch:
     id: int
     inputs: torch.Tensor
     targets: torch.Tensor
+    sim: Sim | None = field(default=None, repr=False)  # records where gradients came from
+
+    def __post_init__(self) -> None:
+        if self.sim is not None:
+            self.sim.mark(self.inputs, "input", self.id)
+
+    KIT_SURFACE = Surface(const=("id", "inputs", "targets"), free=("loss_gradient",))
 
     def loss_gradient(self, outputs: torch.Tensor) -> torch.Tensor:
         """Gradient of the squared-error loss with respect to the last stage's output (free)."""
         expect(outputs, torch.Tensor, "MicroBatch.loss_gradient(outputs)")
-        return (outputs - self.targets) * (2.0 / len(self.targets))
+        gradient = (outputs - self.targets) * (2.0 / len(self.targets))
+        if self.sim is not None:
+            self.sim.mark(gradient, "loss", self.id, self.sim.origin(outputs))
+        return gradient
 
     def __repr__(self) -> str:
         return f"MicroBatch({self.id})"
 
 
 class Stage:
-    """One layer of the model on its own node. A node runs one operation at a time."""
+    """One layer of the model on its own node. A node runs one operation at a time.
+
+    ``consumed`` records, for every forward and backward, where its input tensor came
+    from (``Sim.mark``): the checks follow each activation and gradient across the links.
+    """
+
+    KIT_SURFACE = Surface(
+        const=("index", "lane", "forward_cost", "backward_cost"),
+        live=("stored_activations", "gradient"),
+        block=("forward", "backward"),
+        async_=("forward_async", "backward_async"),
+    )
 
     def __init__(
         self, sim: Sim, index: int, weight: torch.Tensor, forward_cost: float, backward_cost: float
@@ -49,6 +70,7 @@ class Stage:
         self._grad = torch.zeros_like(weight)
         self._stash: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.peak_stored = 0
+        self.consumed: list[tuple[str, int, tuple | None, int]] = []  # (op, mb, origin, tick)
 
     def __repr__(self) -> str:
         return f"Stage({self.index}, stored={len(self._stash)})"
@@ -65,13 +87,16 @@ class Stage:
 
     def _forward(self, mb: int, x: torch.Tensor) -> torch.Tensor:
         expect(x, torch.Tensor, f"Stage {self.index} forward input")
+        self.consumed.append(("forward", mb, self._sim.origin(x), self._sim.ticks()))
         y = torch.tanh(x @ self._weight.T)
         self._stash[mb] = (x, y)
         self.peak_stored = max(self.peak_stored, len(self._stash))
+        self._sim.mark(y, "forward", self.index, mb)
         return y
 
     def _backward(self, mb: int, grad: torch.Tensor):
         expect(grad, torch.Tensor, f"Stage {self.index} backward gradient")
+        self.consumed.append(("backward", mb, self._sim.origin(grad), self._sim.ticks()))
         if mb not in self._stash:
             raise KeyError(
                 f"stage {self.index} holds no activation for micro-batch {mb}: "
@@ -79,7 +104,9 @@ class Stage:
             )
         x, y = self._stash[mb]
         grad_z = grad * (1 - y * y)
-        return grad_z.T @ x, grad_z @ self._weight
+        grad_input = grad_z @ self._weight
+        self._sim.mark(grad_input, "backward", self.index, mb)
+        return grad_z.T @ x, grad_input
 
     def forward(self, mb: int, x: torch.Tensor) -> torch.Tensor:
         y = self._forward(mb, x)
@@ -108,7 +135,11 @@ class Stage:
 
 
 class Link:
-    """A network link between two neighbouring stages; carries tensors both ways."""
+    """A network link between two neighbouring stages; carries tensors both ways.
+
+    What arrives is a copy, marked as delivered by this link (for the causality check)."""
+
+    KIT_SURFACE = Surface(const=("ends", "cost", "lane"), block=("send",), async_=("send_async",))
 
     def __init__(self, sim: Sim, a: int, b: int, cost: float) -> None:
         self._sim = sim
@@ -124,10 +155,15 @@ class Link:
         expect(tensor, torch.Tensor, "Link.send(tensor)")
         batch = None if mb is None else f"mb{mb}"
         self._sim.block(self.lane, "send", self.cost, batch, call="Link.send")
-        return tensor.clone()
+        return self._delivered(tensor, mb)
 
     async def send_async(self, tensor: torch.Tensor, mb: int | None = None) -> torch.Tensor:
         expect(tensor, torch.Tensor, "Link.send_async(tensor)")
         batch = None if mb is None else f"mb{mb}"
         await self._sim.busy(self.lane, "send", self.cost, batch)
-        return tensor.clone()
+        return self._delivered(tensor, mb)
+
+    def _delivered(self, tensor: torch.Tensor, mb: int | None) -> torch.Tensor:
+        copy = tensor.clone()
+        self._sim.mark(copy, "send", self.ends, mb, self._sim.origin(tensor), self._sim.ticks())
+        return copy

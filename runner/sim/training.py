@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from runner.sim.core import Sim
+from runner.sim.core import Sim, Surface
 
 
 @dataclass(frozen=True, eq=False)
@@ -27,6 +27,8 @@ class Batch:
     epoch: int = 0
     index: int = 0
 
+    KIT_SURFACE = Surface(const=("id", "epoch", "index", "inputs", "targets"))
+
     def __repr__(self) -> str:
         return f"Batch({self.id!r})"
 
@@ -37,6 +39,8 @@ class Snapshot:
 
     values: torch.Tensor
     version: int
+
+    KIT_SURFACE = Surface(const=("version", "values"))
 
     def __repr__(self) -> str:
         return f"Snapshot(version={self.version})"
@@ -50,6 +54,9 @@ class Gradient:
     batch: str
     version: int | None  # None: computed on weights read while they were changing
     worker: int
+    weights_from: tuple | None = None  # the origin of the weights (see Sim.mark)
+
+    KIT_SURFACE = Surface(const=("batch", "version", "worker", "values"))
 
     def __repr__(self) -> str:
         return f"Gradient(batch={self.batch!r}, version={self.version})"
@@ -95,6 +102,12 @@ class Worker:
     :class:`Gradient` after ``compute_cost`` simulated seconds.
     """
 
+    KIT_SURFACE = Surface(
+        const=("index", "compute_cost", "lane"),
+        block=("compute_gradient",),
+        async_=("compute_gradient_async",),
+    )
+
     def __init__(self, sim: Sim, index: int, compute_cost: float) -> None:
         self._sim = sim
         self.index = index
@@ -107,7 +120,9 @@ class Worker:
     def _gradient(self, weights, batch: Batch) -> Gradient:
         expect(batch, Batch, "batch")
         values, version = read_weights(weights)
-        return Gradient(mse_gradient(values, batch), batch.id, version, self.index)
+        return Gradient(
+            mse_gradient(values, batch), batch.id, version, self.index, self._sim.origin(weights)
+        )
 
     def compute_gradient(self, weights, batch: Batch) -> Gradient:
         gradient = self._gradient(weights, batch)
@@ -145,6 +160,10 @@ class GradientBuffer:
     """
 
     lane = "accumulator"
+    KIT_SURFACE = Surface(
+        const=("add_cost", "lane"), live=("count",), block=("add",), async_=("add_async",),
+        length=True,
+    )
 
     def __init__(self, sim: Sim, size: int, add_cost: float) -> None:
         self._sim = sim
@@ -201,6 +220,12 @@ class Model:
     """
 
     lane = "optimizer"
+    KIT_SURFACE = Surface(
+        const=("lr", "step_cost", "snapshot_cost", "lane"),
+        live=("version", "values"),
+        block=("step", "snapshot"),
+        async_=("step_async", "snapshot_async"),
+    )
 
     def __init__(
         self, sim: Sim, weights: torch.Tensor, *, lr: float, step_cost: float, snapshot_cost: float
@@ -225,12 +250,16 @@ class Model:
     def snapshot(self) -> Snapshot:
         values, version = self._values.clone(), self.version
         self._sim.block("optimizer", "snapshot", self.snapshot_cost, call="Model.snapshot")
-        return Snapshot(values, version)
+        return self._made(Snapshot(values, version))
 
     async def snapshot_async(self) -> Snapshot:
         values, version = self._values.clone(), self.version
         await self._sim.busy("optimizer", "snapshot", self.snapshot_cost)
-        return Snapshot(values, version)
+        return self._made(Snapshot(values, version))
+
+    def _made(self, snapshot: Snapshot) -> Snapshot:
+        self._sim.mark(snapshot, "snapshot", snapshot.version, self._sim.ticks())
+        return snapshot
 
     def _begin_step(self, buffer: GradientBuffer) -> tuple[StepRecord, torch.Tensor, torch.Tensor]:
         expect(buffer, GradientBuffer, "Model.step(buffer)")
@@ -289,6 +318,9 @@ class Validator:
     """
 
     lane = "validator"
+    KIT_SURFACE = Surface(
+        const=("cost", "lane"), block=("validate",), async_=("validate_async",)
+    )
 
     def __init__(self, sim: Sim, inputs: torch.Tensor, targets: torch.Tensor, cost: float):
         self._sim = sim
@@ -336,6 +368,8 @@ class EpochData:
     batch_size: int
     _cache: dict[int, list[Batch]] = field(default_factory=dict, repr=False)
 
+    KIT_SURFACE = Surface(const=("batch_size", "batches_per_epoch"), free=("epoch",))
+
     @property
     def batches_per_epoch(self) -> int:
         return len(self.targets) // self.batch_size
@@ -359,6 +393,8 @@ class EpochData:
 
 class BatchQueue:
     """A shared source of batches: ``next_batch()`` returns the next one, or None when done."""
+
+    KIT_SURFACE = Surface(const=("total",), live=("remaining",), free=("next_batch",))
 
     def __init__(self, batches: list[Batch]) -> None:
         self._batches = list(batches)

@@ -87,13 +87,11 @@ def test_deadlock_is_a_timeout_that_shows_where_tasks_wait(write_code):
     assert result["trace"]["candidate"]["spans"]  # what ran before it got stuck
 
 
-def test_endless_loop_that_never_awaits_hits_the_watchdog(write_code):
+def test_endless_loop_that_never_awaits_hits_the_cpu_limit(write_code):
     path = write_code(ps_solution_with(COMPUTE, "while True:\n                pass"))
-    start = time.monotonic()
     result = grading.grade(PS, path, watchdog_seconds=1)
-    assert time.monotonic() - start < 5
     assert result["verdict"] == "timeout"
-    assert "real time" in result["message"]
+    assert "1 s of CPU" in result["message"]
 
 
 def test_sleeping_too_long_hits_the_virtual_time_limit(write_code):

@@ -16,7 +16,7 @@ import torch
 from runner import gpu_grading
 from runner.exercise import load
 from runner.gpu_kit import Recorder, max_difference
-from runner.grading import Program
+from runner.harness import Program
 
 SLUG = "gpu-gradient-accumulation"
 NAMES = ["validation", "losses", "stop_epoch", "final_weights", "wasted_work"]

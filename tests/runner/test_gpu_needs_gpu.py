@@ -6,7 +6,7 @@ import pytest
 import torch
 import yaml
 
-from runner import gpu_grading, grading
+from runner import gpu_grading, tracks
 from runner.exercise import load
 from tests.runner.helpers import EXERCISES, run_cli
 
@@ -33,7 +33,7 @@ def test_needs_gpu_runs_nothing_of_the_candidate(monkeypatch, write_code, tmp_pa
     monkeypatch.setattr(gpu_grading, "cuda_available", lambda: False)
     marker = tmp_path / "ran"
     code = write_code(f"open({str(marker)!r}, 'w').close()\nprint('ran')\n")
-    result = grading.grade(SLUG, code)
+    result = tracks.grade(SLUG, code)
     assert (result["status"], result["verdict"]) == ("skip", "needs_gpu")
     assert not marker.exists()
     assert result["stdout"] == ""
@@ -41,7 +41,7 @@ def test_needs_gpu_runs_nothing_of_the_candidate(monkeypatch, write_code, tmp_pa
 
 def test_a_syntax_error_is_still_reported_without_a_gpu(monkeypatch, write_code):
     monkeypatch.setattr(gpu_grading, "cuda_available", lambda: False)
-    result = grading.grade(SLUG, write_code("class Trainer(:\n    pass\n"))
+    result = tracks.grade(SLUG, write_code("class Trainer(:\n    pass\n"))
     assert result["verdict"] == "syntax_error"
     assert result["error"]["line"] == 1
 

@@ -8,7 +8,7 @@ import functools
 import pytest
 import torch
 
-from runner import grading
+from runner import tracks
 from runner.exercise import load
 
 SLUG = "gpu-gradient-accumulation"
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 @functools.cache
 def graded(path: str) -> dict:
-    return grading.grade(SLUG, path)
+    return tracks.grade(SLUG, path)
 
 
 def failing(result):

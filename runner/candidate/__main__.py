@@ -1,0 +1,106 @@
+"""The fork server: ``python -m runner.candidate <control fd>``.
+
+Started once per grading by the trusted grader (a fresh interpreter, standard library
+only: it never imports torch or the kit). For every run the grader sends a ``fork``
+request with one end of a new socket pair; this process forks a child that becomes the
+candidate's process for that run and answers the child's pid. ``wait`` reaps a child and
+answers how it ended. Forking from this warm parent costs about a millisecond; every
+child starts from the same memory image, so runs are reproducible.
+
+The child, before any candidate code runs: its own session, no standard streams, no
+descriptor but its socket, a CPU-time limit (a program that stops yielding is killed by
+the kernel, whatever the host's load), the OOM killer's first choice, and death with
+this process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import random
+import resource
+import signal
+import socket
+import sys
+
+# Imported here, before any fork, so that children start warm.
+from runner.candidate import program
+from runner.protocol import Channel
+
+PR_SET_PDEATHSIG = 1
+CANDIDATE_MAX_FRAME = 64 << 20  # frames from the grader (trusted) may be large
+
+
+def _prctl(option: int, value: int) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+
+
+def _child(sock: socket.socket, limits: dict) -> None:
+    os.setsid()
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
+    cpu = int(limits.get("cpu_s", 5))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    memory = limits.get("memory_bytes")
+    if memory:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    keep = sock.fileno()
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 1 << 16)
+    random.seed(0)
+    channel = Channel(sock, max_frame=CANDIDATE_MAX_FRAME)
+    from runner.candidate.runtime import Runtime
+
+    runtime = Runtime(channel)
+    try:
+        hello = channel.recv()
+        end = program.run(runtime, hello)
+        channel.send(end)
+    finally:
+        os._exit(0)
+
+
+def main() -> None:
+    control = socket.socket(fileno=int(sys.argv[1]))
+    while True:
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(control, 65536, 1)
+        except OSError:
+            return
+        if not data:
+            return
+        request = json.loads(data)
+        if request["op"] == "fork":
+            sock = socket.socket(fileno=fds[0])
+            pid = os.fork()
+            if pid == 0:
+                control.close()
+                _child(sock, request.get("limits", {}))
+            sock.close()
+            control.sendall(json.dumps({"pid": pid}).encode())
+        elif request["op"] == "wait":
+            for fd in fds:
+                os.close(fd)
+            try:
+                _pid, status = os.waitpid(request["pid"], 0)
+                answer = {
+                    "exit": os.waitstatus_to_exitcode(status),
+                    "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+                }
+            except ChildProcessError:
+                answer = {"exit": None, "signal": None}
+            control.sendall(json.dumps(answer).encode())
+        else:
+            return
+
+
+if __name__ == "__main__":
+    main()

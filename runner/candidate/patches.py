@@ -1,0 +1,114 @@
+"""What blocks and what is deterministic in the candidate's process.
+
+- ``time.sleep(s)`` is a blocking stall of ``s`` simulated seconds (nothing else runs);
+- ``time.time/monotonic/perf_counter`` (and ``_ns``) read the virtual clock, and each read
+  from the candidate's file costs ``CLOCK_READ_COST`` of blocking time, so a busy-wait on
+  the clock costs what it waits and ends;
+- threads and executors run their function inline, blocking, and are reported: there is
+  one thread, so work hidden in another would look free;
+- classes the candidate defines without their own ``__hash__`` hash by creation order
+  instead of by address, so iterating a set of them gives the same order in every process.
+
+The stalls are reported to the grader, which decides what they cost; nothing here can make
+the candidate's program faster, only slower.
+"""
+
+from __future__ import annotations
+
+import builtins
+import concurrent.futures
+import contextlib
+import itertools
+import sys
+import threading
+import time
+import traceback
+
+from runner.candidate.runtime import Runtime
+
+CLOCK_READ_COST = 1e-3  # simulated seconds per clock read from the candidate's file
+WALL_CLOCK_BASE = 1_700_000_000.0  # what time.time() reads at virtual t=0
+
+
+def install(runtime: Runtime, filename: str) -> None:
+    def sleep(seconds) -> None:
+        if seconds < 0:
+            raise ValueError("sleep length must be non-negative")
+        runtime.stall(float(seconds), "time.sleep")
+
+    def make_clock(offset: float, ns: bool):
+        def clock():
+            if sys._getframe(1).f_code.co_filename == filename:
+                runtime.stall(CLOCK_READ_COST, "reading the clock")
+            value = runtime.seconds() + offset
+            return round(value * 1e9) if ns else value
+
+        return clock
+
+    time.sleep = sleep
+    time.time = make_clock(WALL_CLOCK_BASE, False)
+    time.time_ns = make_clock(WALL_CLOCK_BASE, True)
+    for name in ("monotonic", "perf_counter"):
+        setattr(time, name, make_clock(0.0, False))
+        setattr(time, name + "_ns", make_clock(0.0, True))
+
+    def thread_start(self) -> None:
+        runtime.note("threading.Thread")
+        self._overlap_inline = True
+        try:
+            self.run()
+        except Exception:
+            traceback.print_exc()
+
+    real_join, real_alive = threading.Thread.join, threading.Thread.is_alive
+    threading.Thread.start = thread_start
+    threading.Thread.join = lambda self, timeout=None: (
+        None if getattr(self, "_overlap_inline", False) else real_join(self, timeout)
+    )
+    threading.Thread.is_alive = lambda self: (
+        False if getattr(self, "_overlap_inline", False) else real_alive(self)
+    )
+
+    def make_submit(cls):
+        def submit(self, fn, /, *args, **kwargs):
+            runtime.note(cls.__name__)
+            future = concurrent.futures.Future()
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except Exception as exc:
+                future.set_exception(exc)
+            return future
+
+        return submit
+
+    for cls in (concurrent.futures.ThreadPoolExecutor, concurrent.futures.ProcessPoolExecutor):
+        cls.submit = make_submit(cls)
+
+    _install_stable_hashes(filename)
+
+
+def _install_stable_hashes(filename: str) -> None:
+    """Classes from the candidate's file hash by creation order, not by address."""
+    serials = itertools.count(1)
+    real_build_class = builtins.__build_class__
+
+    def stable_hash(self) -> int:
+        try:
+            state = object.__getattribute__(self, "__dict__")
+        except AttributeError:
+            return object.__hash__(self)
+        serial = state.get("_overlap_hash")
+        if serial is None:
+            serial = state["_overlap_hash"] = next(serials)
+        return serial
+
+    def build_class(func, name, *bases, **kwargs):
+        cls = real_build_class(func, name, *bases, **kwargs)
+        code = getattr(func, "__code__", None)
+        mine = code is not None and code.co_filename == filename
+        if mine and isinstance(cls, type) and cls.__hash__ is object.__hash__:
+            with contextlib.suppress(TypeError, AttributeError):
+                cls.__hash__ = stable_hash
+        return cls
+
+    builtins.__build_class__ = build_class

@@ -1,0 +1,216 @@
+"""One run of the candidate's program, inside the candidate's process.
+
+The grader sends ``hello`` (the code, the entry point, the proxy classes and the cluster);
+this module runs ``Trainer(cluster).train()`` on the candidate loop and answers with one
+``end`` message: the value ``train()`` returned (handles, not objects), or the error, the
+tasks still running, and the program's output (bounded). The grader trusts none of it:
+it checks the returned value against what it recorded, and a claimed error can only fail
+the candidate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import inspect
+import io
+import linecache
+import sys
+import traceback
+import types
+
+from runner.candidate import patches
+from runner.candidate.loop import CandidateLoop, Policy, Task
+from runner.candidate.proxies import build_classes
+from runner.candidate.runtime import Runtime, Stopped
+
+FILENAME = "/candidate/solution.py"
+OUTPUT_LIMIT = 64 * 1024
+TRACEBACK_LIMIT = 8_000
+MAX_TASKS_LISTED = 8
+
+
+class BoundedText(io.TextIOBase):
+    def __init__(self, limit: int = OUTPUT_LIMIT) -> None:
+        super().__init__()
+        self.limit = limit
+        self.parts: list[str] = []
+        self.kept = 0
+        self.dropped = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        room = self.limit - self.kept
+        if room > 0:
+            self.parts.append(text[:room])
+            self.kept += min(room, len(text))
+        self.dropped += max(0, len(text) - max(room, 0))
+        return len(text)
+
+    def getvalue(self) -> str:
+        text = "".join(self.parts)
+        if self.dropped:
+            text += f"\n… [{self.dropped} more characters of output cut]"
+        return text
+
+
+def run(runtime: Runtime, hello: dict) -> dict:
+    """Run the program once; the ``end`` message for the grader."""
+    source = hello["code"]
+    DISPLAY["name"] = str(hello.get("display", "solution.py"))[:200]
+    linecache.cache[FILENAME] = (len(source), None, source.splitlines(True), FILENAME)
+    runtime.classes = build_classes(runtime, hello["classes"])
+    _install_kit_module(runtime.classes)
+    patches.install(runtime, FILENAME)
+    loop = CandidateLoop(runtime)
+    asyncio.set_event_loop_policy(Policy(loop))
+    asyncio.set_event_loop(loop)
+    asyncio.Task = asyncio.tasks.Task = Task
+    out, err = BoundedText(), BoundedText()
+    sys.stdout, sys.stderr, sys.stdin = out, err, io.StringIO("")
+    sys.unraisablehook = lambda unraisable: None
+    end: dict = {"k": "end"}
+    main = None
+    try:
+        cluster = runtime.decode(hello["cluster"])
+        code = compile(source, FILENAME, "exec", dont_inherit=True)
+        namespace = {"__name__": "__candidate__", "__file__": FILENAME, "__builtins__": builtins}
+        exec(code, namespace)
+        entry_class, entry_method = hello["entry"]
+        trainer_class = namespace.get(entry_class)
+        if not inspect.isclass(trainer_class) or not callable(
+            getattr(trainer_class, entry_method, None)
+        ):
+            end["error"] = {
+                "verdict": "missing_entry_point",
+                "message": _missing_entry_point(namespace, entry_class, entry_method),
+            }
+        else:
+            returned = getattr(trainer_class(cluster), entry_method)()
+            if inspect.isawaitable(returned):
+                main = loop.create_task(_await(returned))
+                returned = loop.run_until_complete(main)
+            end["value"] = runtime.encode(returned)
+    except Stopped as stopped:
+        end["stopped"] = stopped.reason
+        end["waiting"] = _describe([t for t in Task.created if not t.done()])
+    except BaseException as exc:  # the candidate's own error, whatever it is
+        end["error"] = _error(exc)
+    pending = [t for t in Task.created if not t.done() and t is not main]
+    if "stopped" not in end:
+        end["leftover"] = _describe(pending)
+        if "error" not in end:
+            failed = _unretrieved()
+            if failed is not None:
+                end["error"] = failed
+    runtime._flush_stall()
+    end["t"] = runtime.now
+    end["ops"] = runtime.out
+    end["stdout"] = out.getvalue()
+    end["stderr"] = err.getvalue()
+    return end
+
+
+async def _await(awaitable):
+    return await awaitable
+
+
+def _install_kit_module(classes: dict) -> None:
+    """``from runner.sim import Snapshot`` gives the proxy class (which cannot be built)."""
+    module = types.ModuleType("runner.sim", "The simulation kit, as the trainer sees it.")
+    for name, cls in classes.items():
+        setattr(module, name, cls)
+    module.__all__ = sorted(classes)
+    sys.modules["runner.sim"] = module
+
+
+def _missing_entry_point(namespace: dict, entry_class: str, entry_method: str) -> str:
+    expected = f"a class `{entry_class}` with a method `{entry_method}(self)`"
+    found = namespace.get(entry_class)
+    if found is None:
+        classes = sorted(
+            name
+            for name, value in namespace.items()
+            if inspect.isclass(value)
+            and not name.startswith("_")
+            and getattr(value, "__module__", "") == "__candidate__"
+        )
+        extra = f" (found {', '.join(f'`{c}`' for c in classes)})" if classes else ""
+        return f"Expected {expected}, but there is no `{entry_class}`{extra}."
+    if not inspect.isclass(found):
+        return f"Expected {expected}, but `{entry_class}` is not a class."
+    return f"Expected {expected}, but `{entry_class}` has no `{entry_method}` method."
+
+
+DISPLAY = {"name": "solution.py"}  # the file name the candidate knows (from the hello)
+
+
+def _trimmed(exc: BaseException) -> tuple[str, int | None]:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == FILENAME]
+    lines = ["Traceback (most recent call last):"]
+    for frame in frames:
+        lines.append(f'  File "{DISPLAY["name"]}", line {frame.lineno}, in {frame.name}')
+        if frame.line:
+            lines.append(f"    {frame.line.strip()}")
+    lines.extend(line.rstrip("\n") for line in traceback.format_exception_only(type(exc), exc))
+    text = "\n".join(lines)
+    if len(text) > TRACEBACK_LIMIT:
+        text = text[:TRACEBACK_LIMIT] + "\n…"
+    return text, (frames[-1].lineno if frames else None)
+
+
+def _message(exc: BaseException, line: int | None) -> str:
+    where = f" (line {line})" if line else ""
+    if isinstance(exc, SystemExit):
+        return f"the program called exit(){where}"
+    text = str(exc)
+    return f"{type(exc).__name__}{where}: {text}" if text else f"{type(exc).__name__}{where}"
+
+
+def _error(exc: BaseException, prefix: str = "") -> dict:
+    text, line = _trimmed(exc)
+    verdict = "memory_limit" if isinstance(exc, MemoryError) else "runtime_error"
+    return {"verdict": verdict, "message": prefix + _message(exc, line), "traceback": text,
+            "line": line}
+
+
+def _unretrieved() -> dict | None:
+    # CPython-private: a task whose exception nobody retrieved has ``_log_traceback``
+    # set (asyncio would log "exception was never retrieved").
+    for task in Task.created:
+        if task.done() and not task.cancelled() and getattr(task, "_log_traceback", False):
+            task._log_traceback = False
+            return _error(task.exception(), "A task failed and nobody awaited it: ")
+    return None
+
+
+def _where(task: asyncio.Task) -> str:
+    coro = task.get_coro()
+    name = getattr(coro, "__qualname__", repr(coro))
+    innermost = None
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is not None and frame.f_code.co_filename == FILENAME:
+            innermost = frame
+            name = getattr(coro, "__qualname__", name)
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    if innermost is None:
+        return f"`{name}`"
+    line = linecache.getline(FILENAME, innermost.f_lineno).strip()
+    return f"`{name}` at line {innermost.f_lineno}: `{line}`"
+
+
+def _describe(tasks) -> list[str]:
+    counts: dict[str, int] = {}
+    for task in tasks:
+        where = _where(task)
+        counts[where] = counts.get(where, 0) + 1
+    described = [f"{n} x {where}" if n > 1 else where for where, n in sorted(counts.items())]
+    return described[:MAX_TASKS_LISTED] + (
+        [f"and {len(described) - MAX_TASKS_LISTED} more"] if len(described) > MAX_TASKS_LISTED
+        else []
+    )

@@ -1,0 +1,228 @@
+"""What both grading tracks share: the candidate's file, errors, output, the watchdog.
+
+Imports go one way: ``contract`` <- ``harness`` <- the tracks (``grading`` for simulated
+exercises, ``gpu_grading`` for GPU ones) <- ``cli``. Neither track imports the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import linecache
+import signal
+import sys
+import traceback
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from io import StringIO
+from pathlib import Path
+from types import CodeType
+
+from runner.contract import TRACEBACK_LIMIT, clip, make_result
+
+DEFAULT_WATCHDOG = 10.0  # real seconds for all the candidate's runs together (GPU track)
+
+
+class InternalError(Exception):
+    """The exercise itself is broken (its starter fails, its checks crash...)."""
+
+
+class WatchdogTimeout(KeyboardInterrupt):
+    # A KeyboardInterrupt subclass: asyncio re-raises those out of the loop instead
+    # of storing them in a task, and ``except Exception`` in user code cannot catch it.
+    pass
+
+
+@dataclass
+class Program:
+    path: str  # the file name the code is compiled under (frames carry it)
+    display: str  # the name shown to the user
+    code: CodeType
+
+    @classmethod
+    def from_file(cls, path: str | Path, display: str | None = None) -> Program:
+        """Compile a file; raises SyntaxError (also for undecodable files)."""
+        path = str(Path(path).resolve())
+        raw = Path(path).read_bytes()
+        try:
+            source = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            error = SyntaxError(f"the file is not valid UTF-8 ({exc.reason})")
+            error.lineno = raw[: exc.start].count(b"\n") + 1
+            raise error from None
+        if "\0" in source:
+            error = SyntaxError("the source contains a NUL character")
+            error.lineno = source[: source.index("\0")].count("\n") + 1
+            raise error
+        code = compile(source, path, "exec", dont_inherit=True)
+        linecache.checkcache(path)
+        return cls(path, display or Path(path).name, code)
+
+
+@dataclass
+class Failure:
+    verdict: str  # runtime_error | timeout | missing_entry_point
+    message: str
+    traceback: str | None = None
+    line: int | None = None
+
+
+class SimPolicy(asyncio.DefaultEventLoopPolicy):
+    """``asyncio.run()`` / ``new_event_loop()`` in user code get the simulation's loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self._sim_loop = loop
+
+    def new_event_loop(self):
+        return self._sim_loop
+
+
+@contextmanager
+def loop_installed(loop: asyncio.AbstractEventLoop):
+    old_policy = asyncio.get_event_loop_policy()
+    asyncio.set_event_loop_policy(SimPolicy(loop))
+    asyncio.set_event_loop(loop)
+    try:
+        yield
+    finally:
+        asyncio.set_event_loop(None)
+        asyncio.set_event_loop_policy(old_policy)
+
+
+def user_frames(tb_or_stack, program: Program) -> list[traceback.FrameSummary]:
+    return [f for f in tb_or_stack if f.filename == program.path]
+
+
+def trimmed_traceback(exc: BaseException, program: Program) -> tuple[str, int | None]:
+    """The traceback with only the frames of the user's file, and the innermost line."""
+    frames = user_frames(traceback.extract_tb(exc.__traceback__), program)
+    lines = ["Traceback (most recent call last):"]
+    for frame in frames:
+        lines.append(f'  File "{program.display}", line {frame.lineno}, in {frame.name}')
+        if frame.line:
+            lines.append(f"    {frame.line.strip()}")
+    lines.extend(line.rstrip("\n") for line in traceback.format_exception_only(type(exc), exc))
+    return clip("\n".join(lines), TRACEBACK_LIMIT), (frames[-1].lineno if frames else None)
+
+
+def waiting_at(task: asyncio.Task, program: Program) -> str:
+    """The innermost line of the user's code a suspended task is waiting at."""
+    coro = task.get_coro()
+    name = getattr(coro, "__qualname__", repr(coro))
+    innermost = None
+    while coro is not None:  # follow the chain of awaits down to the future
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is not None and frame.f_code.co_filename == program.path:
+            innermost = frame
+            name = getattr(coro, "__qualname__", name)
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    if innermost is None:
+        return f"`{name}`"
+    line = linecache.getline(program.path, innermost.f_lineno).strip()
+    return f"`{name}` at line {innermost.f_lineno}: `{line}`"
+
+
+def describe_tasks(tasks: list[asyncio.Task], program: Program) -> list[str]:
+    """Where each task waits, identical places grouped: ``3 x `f` at line 9: ...``."""
+    counts: dict[str, int] = {}
+    for task in tasks:
+        place = waiting_at(task, program)
+        counts[place] = counts.get(place, 0) + 1
+    return [f"{n} x {place}" if n > 1 else place for place, n in sorted(counts.items())]
+
+
+@contextmanager
+def watchdog(seconds: float | None, on_hard_timeout=None):
+    """Interrupt the candidate after ``seconds`` of real time.
+
+    The first alarm raises :class:`WatchdogTimeout` in whatever is running. If the
+    program swallows it, a second alarm a second later calls ``on_hard_timeout``
+    (the CLI writes a timeout result and exits the process).
+    """
+    if not seconds or not hasattr(signal, "setitimer"):
+        yield
+        return
+    fired = []
+
+    def alarm(signum, frame):
+        if fired and on_hard_timeout is not None:
+            on_hard_timeout()
+        fired.append(True)
+        signal.setitimer(signal.ITIMER_REAL, 1.0)
+        raise WatchdogTimeout()
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextmanager
+def captured(out, err):
+    """Send the user's prints (and tracebacks they print) to bounded buffers."""
+    stdin = sys.stdin
+    hook = sys.unraisablehook
+    sys.stdin = StringIO("")
+    sys.unraisablehook = lambda unraisable: None  # e.g. coroutines closed when a run is dropped
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            yield
+    finally:
+        sys.stdin = stdin
+        sys.unraisablehook = hook
+
+
+def exception_message(exc: BaseException, line: int | None) -> str:
+    where = f" (line {line})" if line else ""
+    if isinstance(exc, SystemExit):
+        return f"the program called exit(){where}"
+    text = str(exc)
+    return f"{type(exc).__name__}{where}: {text}" if text else f"{type(exc).__name__}{where}"
+
+
+def missing_entry_point(exercise, namespace: dict) -> Failure:
+    expected = f"a class `{exercise.entry_class}` with a method `{exercise.entry_method}(self)`"
+    found = namespace.get(exercise.entry_class)
+    if found is None:
+        classes = sorted(
+            name
+            for name, value in namespace.items()
+            if inspect.isclass(value)
+            and not name.startswith("_")
+            and getattr(value, "__module__", "") == "__candidate__"
+        )
+        extra = f" (found {', '.join(f'`{c}`' for c in classes)})" if classes else ""
+        message = f"Expected {expected}, but there is no `{exercise.entry_class}`{extra}."
+    elif not inspect.isclass(found):
+        message = f"Expected {expected}, but `{exercise.entry_class}` is not a class."
+    else:
+        message = (
+            f"Expected {expected}, but `{exercise.entry_class}` has no "
+            f"`{exercise.entry_method}` method."
+        )
+    return Failure("missing_entry_point", message)
+
+
+def syntax_result(exercise, exc: SyntaxError, display: str) -> dict:
+    line = exc.lineno
+    where = f"line {line}" + (f", column {exc.offset}" if exc.offset else "") if line else ""
+    message = f"Syntax error{' on ' + where if where else ''}: {exc.msg}"
+    text = (exc.text or "").rstrip("\n")
+    return make_result(
+        exercise=exercise.slug,
+        verdict="syntax_error",
+        message=message,
+        error={
+            "type": "SyntaxError",
+            "line": line,
+            "column": exc.offset,
+            "text": text,
+            "traceback": message,
+        },
+    )
+
+

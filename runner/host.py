@@ -1,0 +1,780 @@
+"""The trusted side of the boundary: the grader serves one run of the candidate's process.
+
+The grader's process holds the truth: the simulated cluster (its values), the virtual
+clock (``runner.clock.VirtualLoop``), the trace, and later the checks and the verdict.
+The candidate's code runs in another process (``runner.candidate``), forked per run from
+a light fork server that never imports torch. It holds only *handles*; every message it
+sends is validated here (``_Validator``): the frame and its size, every field's type,
+every handle (it must be one this run gave out, of a class that has the named method),
+every time it claims (never before the grader's clock, never past a completion it has
+not been told about unless it blocked).
+
+How the clock moves (the candidate's loop is stock asyncio, see runner.candidate.loop):
+
+- ``sync {t, ops, until}``: the candidate went idle at ``t`` after issuing ``ops`` (kit
+  calls started, cancelled, blocking stalls). The grader applies them at ``t``, then runs
+  the cluster until a candidate-visible call completes or the clock reaches ``until``
+  (the candidate's next timer), and answers the new time, what completed at that instant
+  (in a seeded order on seeded runs) and the *horizon*: the next time anything scheduled
+  here can happen. Until then the candidate's own timers fire without a round trip.
+- ``call {t, ops, h, m, a}``: a blocking or free kit call, answered at once.
+- ``end {t, ops, value | error, leftover}``: ``train()`` returned (or failed).
+
+Costs: one round trip (~50 µs) per instant at which something the candidate waits for
+completes, and one per blocking or free call; the candidate's own timers are free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import inspect
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from runner.clock import StuckError, VirtualLoop, VirtualTimeLimit, to_seconds
+from runner.protocol import MAX_ITEMS, MAX_STRING, Channel, ProtocolError, check_value
+from runner.sim.core import Cluster, Sim, Surface
+
+RUNNER_PARENT = Path(__file__).resolve().parent.parent
+PR_SET_DUMPABLE = 4
+WAIT_S = 10.0  # real seconds the grader waits for one message (a program blocked for real)
+CPU_S = 5  # CPU seconds one run of the candidate's process may use
+MAX_MESSAGES = 400_000  # messages in one run
+MAX_IDLE_SYNCS = 20_000  # syncs in a row at which neither the clock nor anything else moved
+MAX_HANDLES = 200_000
+TENSOR_SURFACE = Surface(const=("shape",))
+ERROR_TYPES = {
+    "TypeError", "ValueError", "KeyError", "IndexError", "RuntimeError", "AttributeError",
+    "ZeroDivisionError", "AssertionError",
+}
+CANDIDATE_VERDICTS = {"runtime_error", "missing_entry_point", "memory_limit"}
+NOTES = {"threading.Thread", "ThreadPoolExecutor", "ProcessPoolExecutor", "run_in_executor"}
+STALLS = {"time.sleep": "time.sleep", "reading the clock": "reading the clock"}
+
+
+def _prctl(option: int, value: int) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+
+
+# -- the candidate's processes ------------------------------------------------------
+
+
+class ForkServer:
+    """``python -m runner.candidate``: forks one fresh candidate process per run."""
+
+    def __init__(self) -> None:
+        _prctl(PR_SET_DUMPABLE, 0)  # a candidate (same uid) cannot ptrace or read us
+        ours, theirs = socket.socketpair()
+        env = {
+            "PYTHONHASHSEED": "0",
+            "PYTHONPATH": str(RUNNER_PARENT),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LANG": "C.UTF-8",
+        }
+        self.process = subprocess.Popen(
+            [sys.executable, "-S", "-m", "runner.candidate", str(theirs.fileno())],
+            pass_fds=[theirs.fileno()],
+            env=env,
+            cwd="/",
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+        )
+        theirs.close()
+        self.control = ours
+
+    def _ask(self, request: dict, fds: list[int] = ()) -> dict:
+        socket.send_fds(self.control, [json.dumps(request).encode()], list(fds))
+        data = self.control.recv(4096)
+        if not data:
+            raise RuntimeError("the candidate fork server stopped")
+        return json.loads(data)
+
+    def fork(self, limits: dict) -> tuple[int, socket.socket]:
+        ours, theirs = socket.socketpair()
+        try:
+            pid = self._ask({"op": "fork", "limits": limits}, [theirs.fileno()])["pid"]
+        finally:
+            theirs.close()
+        return pid, ours
+
+    def reap(self, pid: int) -> dict:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)  # the run's whole session: nothing survives it
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+        return self._ask({"op": "wait", "pid": pid})
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.control.close()
+        with contextlib.suppress(Exception):
+            self.process.wait(timeout=2)
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+_fork_server: ForkServer | None = None
+
+
+def fork_server() -> ForkServer:
+    """One fork server per grader process (restarted if it died)."""
+    global _fork_server
+    if _fork_server is None or _fork_server.process.poll() is not None:
+        _fork_server = ForkServer()
+    return _fork_server
+
+
+# -- values across the boundary -----------------------------------------------------
+
+
+def surface_of(cls) -> Surface | None:
+    if cls is Cluster:
+        return Surface()
+    if issubclass(cls, torch.Tensor):
+        return TENSOR_SURFACE
+    return getattr(cls, "KIT_SURFACE", None)
+
+
+def _surface_json(cls) -> dict:
+    surface = surface_of(cls)
+    bases = [b.__name__ for b in cls.__mro__[1:] if "KIT_SURFACE" in b.__dict__]
+    data = {
+        "const": list(surface.const),
+        "live": list(surface.live),
+        "free": list(surface.free),
+        "block": list(surface.block),
+        "async": list(surface.async_),
+        "len": surface.length,
+        "bases": bases[:1],
+    }
+    doc = inspect.getdoc(cls)
+    if doc and cls is not Cluster:
+        data["doc"] = doc[:2000]
+    return data
+
+
+class Handles:
+    """The kit objects this run handed out, by handle; values never leave this process."""
+
+    def __init__(self) -> None:
+        self.objects: dict[int, Any] = {}
+        self.by_id: dict[int, int] = {}
+        self.announced: set[str] = set()  # classes the candidate has a proxy class for
+
+    def encode(self, value, depth: int = 0):
+        if value is None or isinstance(value, bool | int | str):
+            return value
+        if isinstance(value, float):
+            return value if value == value and abs(value) != float("inf") else repr(value)
+        if depth > 12:
+            raise TypeError("a value nested too deeply to send")
+        if isinstance(value, list):
+            return [self.encode(v, depth + 1) for v in value]
+        if isinstance(value, tuple) and not hasattr(value, "_fields"):
+            return {"$t": [self.encode(v, depth + 1) for v in value]}
+        cls = type(value)
+        if surface_of(cls) is not None:
+            return self._handle(value, depth)
+        if is_dataclass(value) and not isinstance(value, type):
+            return {"$o": cls.__name__, "$a": self._record(value, depth)}
+        raise TypeError(f"the kit returned a {cls.__name__}, which cannot cross to the trainer")
+
+    def _record(self, value, depth: int) -> dict:
+        names = _record_names(type(value))
+        return {name: self.encode(getattr(value, name), depth + 1) for name in names}
+
+    def _handle(self, value, depth: int) -> dict:
+        key = id(value)
+        handle = self.by_id.get(key)
+        if handle is not None:
+            return {"$h": handle}
+        if len(self.objects) >= MAX_HANDLES:
+            raise RuntimeError("too many kit objects")
+        handle = len(self.objects) + 1
+        self.objects[handle] = value
+        self.by_id[key] = handle
+        cls = type(value)
+        if isinstance(value, torch.Tensor):
+            shape = list(value.shape)
+            const = {"shape": {"$t": shape}, "__repr__": f"<tensor {tuple(shape)}>"}
+        elif cls is Cluster:
+            const = {k: self.encode(v, depth + 1) for k, v in vars(value).items()}
+            const["__repr__"] = repr(value)
+        else:
+            const = {n: self.encode(getattr(value, n), depth + 1) for n in surface_of(cls).const}
+            const["__repr__"] = repr(value)
+        encoded = {"$h": handle, "$c": cls.__name__, "$a": const}
+        if cls.__name__ not in self.announced:  # a class the hello did not describe
+            self.announced.add(cls.__name__)
+            encoded["$s"] = _surface_json(cls)
+        return encoded
+
+    def surfaces(self, classes) -> dict:
+        self.announced.update(cls.__name__ for cls in classes)
+        return _surfaces_json(tuple(classes))
+
+    def decode(self, value, depth: int = 0):
+        """A value from the candidate's process: scalars, lists, tuples, our handles."""
+        if value is None or isinstance(value, bool | int | float | str):
+            return value
+        if isinstance(value, list):
+            return [self.decode(v, depth + 1) for v in value]
+        if isinstance(value, dict) and "$h" in value:
+            handle = value["$h"]
+            if type(handle) is not int or handle not in self.objects:
+                raise ProtocolError(f"a handle the grader never gave out ({handle!r})")
+            return self.objects[handle]
+        if isinstance(value, dict) and "$t" in value:
+            return tuple(self.decode(v, depth + 1) for v in value["$t"])
+        raise ProtocolError("a value of an unknown kind")
+
+
+@functools.cache
+def _record_names(cls: type) -> tuple[str, ...]:
+    """A plain record's fields and public properties (the config's ``steps_per_epoch``)."""
+    names = [f.name for f in fields(cls)]
+    for name, member in inspect.getmembers(cls):
+        if isinstance(member, property) and not name.startswith("_"):
+            names.append(name)
+    return tuple(names)
+
+
+@functools.cache
+def _surfaces_json(classes: tuple[type, ...]) -> dict:
+    return {cls.__name__: _surface_json(cls) for cls in classes}
+
+
+def kit_classes(root) -> list[type]:
+    """Every kit class reachable from the cluster (and the kit's own), bases first."""
+    from runner import sim as kit
+
+    found: dict[str, type] = {}
+
+    def add(cls: type) -> None:
+        for base in reversed(cls.__mro__):
+            declared = base is cls or "KIT_SURFACE" in base.__dict__
+            if declared and surface_of(base) is not None:
+                found.setdefault(base.__name__, base)
+
+    def walk(value, depth: int = 0) -> None:
+        if depth > 6:
+            return
+        if isinstance(value, list | tuple):
+            for item in value[:64]:
+                walk(item, depth + 1)
+        elif surface_of(type(value)) is not None:
+            add(type(value))
+            if type(value) is Cluster:
+                for part in vars(value).values():
+                    walk(part, depth + 1)
+
+    for name in kit.__all__:
+        cls = getattr(kit, name)
+        if isinstance(cls, type) and surface_of(cls) is not None:
+            add(cls)
+    add(torch.Tensor)
+    walk(root)
+    found["Tensor"] = torch.Tensor
+    return list(found.values())
+
+
+# -- one run -------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """What the run's candidate process did, as the grader saw it."""
+
+    returned: Any = None
+    makespan_ticks: int = 0
+    leftover: list[str] = field(default_factory=list)
+    failure: tuple[str, str, dict | None] | None = None  # (verdict, message, error details)
+    stuck: str | None = None  # deadlock | livelock | time_limit
+    waiting: list[str] = field(default_factory=list)
+    stdout: str = ""
+    stderr: str = ""
+    polls: int = 0
+    messages: int = 0
+
+
+class _Stop(Exception):
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class HostRun:
+    """Serve one run: the candidate's process talks, the cluster on ``loop`` answers."""
+
+    def __init__(
+        self,
+        sim: Sim,
+        loop: VirtualLoop,
+        cluster,
+        *,
+        order_seed: int | None,
+        wait_s: float = WAIT_S,
+        display: str = "solution.py",
+    ) -> None:
+        self.display = display
+        self.sim = sim
+        self.loop = loop
+        self.cluster = cluster
+        self.handles = Handles()
+        self.calls: dict[int, Any] = {}  # call id -> the kit task serving it
+        self.inflight: dict[int, tuple[Any, str]] = {}  # call id -> (object, method)
+        self.deliveries: list[tuple[int, Any]] = []
+        self.last_call_id = 0
+        self.order_rng = random.Random(order_seed) if order_seed is not None else None
+        self.wait_s = wait_s
+        self.horizon_sent = 0
+        self.until_reached = False
+        self.outcome = Outcome()
+        self.idle_syncs = 0
+        loop.pause_when = lambda: bool(self.deliveries) or self.until_reached
+
+    # -- the conversation ------------------------------------------------------------
+
+    def hello(self, code: str, entry: tuple[str, str]) -> dict:
+        classes = self.handles.surfaces(kit_classes(self.cluster))
+        return {
+            "k": "hello",
+            "code": code,
+            "display": self.display,
+            "entry": list(entry),
+            "classes": classes,
+            "cluster": self.handles.encode(self.cluster),
+        }
+
+    def serve(self, channel: Channel, code: str, entry: tuple[str, str]) -> Outcome:
+        channel.sock.settimeout(self.wait_s)
+        channel.send(self.hello(code, entry))
+        outcome = self.outcome
+        while True:
+            message = channel.recv()
+            outcome.messages += 1
+            if outcome.messages > MAX_MESSAGES:
+                raise _Stop("livelock", "the program exchanged too many messages with the grader")
+            kind = message.get("k")
+            try:
+                if kind == "end":
+                    self._end(message)
+                    return outcome
+                self._apply(message)
+                if kind == "sync":
+                    reply = self._sync(message)
+                elif kind == "call":
+                    reply = self._call(message)
+                else:
+                    raise ProtocolError(f"an unknown message kind {kind!r}")
+            except _Stop as stop:
+                outcome.stuck = stop.reason
+                outcome.failure = ("timeout", stop.message, None)
+                outcome.makespan_ticks = self.loop.ticks()
+                if kind != "end":
+                    with contextlib.suppress(Exception):
+                        channel.send({"stop": stop.reason, "message": stop.message})
+                        channel.sock.settimeout(2.0)
+                        self._stopped(channel.recv())
+                return outcome
+            channel.send(reply)
+
+    # -- applying what the candidate did ---------------------------------------------
+
+    def _apply(self, message: dict) -> None:
+        t = message.get("t")
+        if type(t) is not int or t < self.loop.ticks():
+            raise ProtocolError("a time before the grader's clock")
+        ops = message.get("ops")
+        if not isinstance(ops, list) or len(ops) > MAX_ITEMS:
+            raise ProtocolError("a bad list of operations")
+        # Blocking stalls first (each is a stretch in which nothing ran), then the rest of
+        # the way to ``t``: by running the cluster up to the horizon the candidate was
+        # given, and blocked beyond it (it can only have passed it by blocking).
+        for op in ops:
+            if isinstance(op, list) and len(op) == 5 and op[0] == "s":
+                start, end = op[1], op[2]
+                if type(start) is not int or type(end) is not int or not start <= end <= t:
+                    raise ProtocolError("a stall outside the time it claims")
+                if start < self.loop.ticks():
+                    raise ProtocolError("a stall before the grader's clock")
+                self._move_to(start)
+                self._move_to(end, blocking=True)
+        self._move_to(t)
+        for op in ops:
+            self._op(op, t)
+
+    def _move_to(self, t: int, *, blocking: bool = False) -> None:
+        """Bring the cluster to tick ``t``: by running it, or (blocked) without running."""
+        now = self.loop.ticks()
+        if t <= now:
+            return
+        limit = self.loop.time_limit
+        if limit is not None and to_seconds(t) > limit:
+            raise _Stop("time_limit", f"the simulated time passed the limit of {limit:g} s")
+        if not blocking:
+            self._run(until=min(t, self.horizon_sent))
+        if self.loop.ticks() < t:
+            self.loop.advance_ticks(t - self.loop.ticks())
+        self._settle()
+
+    def _op(self, op, t: int) -> None:
+        if not isinstance(op, list) or not op or not isinstance(op[0], str):
+            raise ProtocolError("a malformed operation")
+        kind = op[0]
+        if kind == "c" and len(op) == 6:
+            _, call_id, handle, name, args, kwargs = op
+            if type(call_id) is not int or call_id <= self.last_call_id:
+                raise ProtocolError("a call id out of order")
+            self.last_call_id = call_id
+            obj, method = self._method(handle, name, "async")
+            args, kwargs = self._arguments(args, kwargs)
+            self.inflight[call_id] = (obj, name)
+            try:
+                coro = method(*args, **kwargs)
+            except Exception as exc:  # wrong arguments: the candidate's error, at once
+                self._deliver_error(call_id, exc)
+                return
+            task = self.loop.create_task(coro)
+            self.calls[call_id] = task
+            task.add_done_callback(lambda _t, c=call_id: self.deliveries.append((c, _t)))
+        elif kind == "x" and len(op) == 2:
+            task = self.calls.get(op[1]) if type(op[1]) is int else None
+            if task is not None and not task.done():
+                task.cancel()
+        elif kind == "s" and len(op) == 5:
+            count = op[4] if type(op[4]) is int and 0 < op[4] <= op[2] - op[1] + 1 else 1
+            self._stall(op[1], op[2], STALLS.get(op[3], "blocked"), count)
+        elif kind == "n" and len(op) == 2 and op[1] in NOTES:
+            self.sim.thread_calls[op[1]] += 1
+        else:
+            raise ProtocolError("an unknown operation")
+
+    def _stall(self, start: int, end: int, why: str, count: int) -> None:
+        if end <= start:
+            return
+        self.sim.blocking_calls[why] += count
+        span = self.sim.trace.open("blocked", why, start, None, True)
+        span.end = end
+
+    def _deliver_error(self, call_id: int, exc: Exception) -> None:
+        future = self.loop.create_future()
+        future.set_exception(exc)
+        self.deliveries.append((call_id, future))
+
+    def _method(self, handle, name, mode: str):
+        if type(handle) is not int or handle not in self.handles.objects:
+            raise ProtocolError(f"a handle the grader never gave out ({handle!r})")
+        obj = self.handles.objects[handle]
+        surface = surface_of(type(obj))
+        allowed = {
+            "async": surface.async_,
+            "block": surface.block,
+            "free": surface.free,
+            "get": (*surface.live, *(("__len__",) if surface.length else ())),
+        }[mode]
+        if not isinstance(name, str) or name not in allowed:
+            raise ProtocolError(f"{type(obj).__name__} has no {mode} member {name!r}")
+        if mode == "get":
+            if name == "__len__":
+                return obj, lambda: len(obj)
+            return obj, lambda: getattr(obj, name)
+        return obj, getattr(obj, name)
+
+    def _arguments(self, args, kwargs):
+        if not isinstance(args, list) or not isinstance(kwargs, dict) or len(kwargs) > 16:
+            raise ProtocolError("bad call arguments")
+        check_value(args)
+        for key, value in kwargs.items():
+            if not key.isidentifier() or len(key) > 64:
+                raise ProtocolError("a bad keyword argument name")
+            check_value(value)
+        return self.handles.decode(args), {k: self.handles.decode(v) for k, v in kwargs.items()}
+
+    # -- moving the clock -------------------------------------------------------------
+
+    def _run(self, *, until: int | None) -> None:
+        """Run the cluster until a visible completion, or the clock reaches ``until``."""
+        timer = None
+        self.until_reached = False
+        if until is not None:
+            if until <= self.loop.ticks():
+                self.until_reached = True
+            else:
+                timer = self.loop.call_at(to_seconds(until), self._reached)
+        try:
+            if not self.until_reached or self.loop._ready:
+                self.loop.step_until_paused()
+        except VirtualTimeLimit as exc:
+            raise _Stop("time_limit", str(exc)) from None
+        except StuckError as exc:
+            raise _Stop(exc.kind, str(exc)) from None
+        finally:
+            if timer is not None:
+                timer.cancel()
+            self.until_reached = False
+
+    def _reached(self) -> None:
+        self.until_reached = True
+
+    def _settle(self) -> None:
+        """Run everything due at the current instant (nothing moves the clock)."""
+        self.until_reached = True
+        try:
+            self.loop.step_until_paused()
+        except StuckError as exc:
+            raise _Stop(exc.kind, str(exc)) from None
+        finally:
+            self.until_reached = False
+
+    def _sync(self, message: dict) -> dict:
+        until = message.get("until")
+        poll = message.get("poll") is True
+        if until is not None and (type(until) is not int or until < 0):
+            raise ProtocolError("a bad 'until'")
+        before = self.loop.ticks()
+        if poll:
+            self.outcome.polls += 1
+        busy = any(not task.done() for task in self.calls.values())
+        if not busy and not self.deliveries and until is None:
+            if poll:
+                raise _Stop(
+                    "livelock",
+                    "the program keeps polling (`await asyncio.sleep(0)` in a loop?) but "
+                    "nothing it could be waiting for is in progress",
+                )
+            raise _Stop(
+                "deadlock", "every task is waiting and nothing is scheduled to wake any of them"
+            )
+        if not self.deliveries:
+            if until is not None:
+                until = max(until, before)
+                limit = self.loop.time_limit
+                if limit is not None and to_seconds(until) > limit and not busy:
+                    raise _Stop(
+                        "time_limit", f"the simulated time passed the limit of {limit:g} s"
+                    )
+            self._run(until=until)
+        moved = self.loop.ticks() != before or self.deliveries
+        self.idle_syncs = 0 if moved else self.idle_syncs + 1
+        if self.idle_syncs > MAX_IDLE_SYNCS:
+            raise _Stop("livelock", "the event loop kept spinning without simulated time moving")
+        return self._reply()
+
+    def _call(self, message: dict) -> dict:
+        mode = message.get("mode")
+        if mode not in ("block", "free", "get"):
+            raise ProtocolError("a bad call mode")
+        _obj, method = self._method(message.get("h"), message.get("m"), mode)
+        args, kwargs = self._arguments(message.get("a", []), message.get("kw", {}))
+        self.sim.caller_in_async = message.get("in_async") is True
+        reply: dict
+        try:
+            result = method(*args, **kwargs)
+            reply = {"r": self.handles.encode(result)}
+        except VirtualTimeLimit as exc:
+            raise _Stop("time_limit", str(exc)) from None
+        except Exception as exc:
+            reply = {"err": _error_json(exc)}
+        finally:
+            self.sim.caller_in_async = False
+        self._settle()
+        reply.update(self._reply())
+        return reply
+
+    def _reply(self) -> dict:
+        done = self.deliveries
+        self.deliveries = []
+        if self.order_rng is not None and len(done) > 1:
+            self.order_rng.shuffle(done)  # completions at one instant, in a seeded order
+        answered = []
+        for call_id, task in done:
+            self.inflight.pop(call_id, None)
+            self.calls.pop(call_id, None)
+            if task.cancelled():
+                continue
+            exc = task.exception()
+            if exc is not None:
+                answered.append([call_id, False, _error_json(exc)])
+            else:
+                try:
+                    answered.append([call_id, True, self.handles.encode(task.result())])
+                except TypeError as err:
+                    answered.append([call_id, False, _error_json(err)])
+        horizon = self.loop.next_timer_ticks()
+        limit = self.loop.time_limit
+        if limit is not None:
+            cap = round(limit * 1_000_000)
+            horizon = cap if horizon is None else min(horizon, cap)
+        self.horizon_sent = horizon if horizon is not None else 1 << 62
+        return {"now": self.loop.ticks(), "done": answered, "horizon": horizon}
+
+    # -- the end ----------------------------------------------------------------------
+
+    def _end(self, message: dict) -> None:
+        outcome = self.outcome
+        outcome.stdout = _text(message.get("stdout"), 64 * 1024 + 200)
+        outcome.stderr = _text(message.get("stderr"), 64 * 1024 + 200)
+        self._apply(message)
+        outcome.makespan_ticks = self.loop.ticks()
+        error = message.get("error")
+        if error is not None:
+            if not isinstance(error, dict) or error.get("verdict") not in CANDIDATE_VERDICTS:
+                raise ProtocolError("a bad error report")
+            line = error.get("line")
+            outcome.failure = (
+                error["verdict"],
+                _text(error.get("message"), 2000) or "the program failed",
+                {
+                    "type": "exception",
+                    "line": line if type(line) is int else None,
+                    "traceback": _text(error.get("traceback"), 8000),
+                },
+            )
+        elif "value" in message:
+            check_value(message["value"])
+            outcome.returned = self.handles.decode(message["value"])
+        else:
+            raise ProtocolError("an end without a value or an error")
+        leftover = message.get("leftover", [])
+        if not isinstance(leftover, list):
+            raise ProtocolError("a bad list of tasks")
+        outcome.leftover = [_text(item, 300) for item in leftover[:10]]
+        running = self._running_ops()
+        if running:
+            outcome.leftover.append("kit operations still running: " + ", ".join(running))
+
+    def _running_ops(self) -> list[str]:
+        names = {}
+        for call_id, task in self.calls.items():
+            if not task.done():
+                obj, method = self.inflight.get(call_id, (None, "?"))
+                lane = getattr(obj, "lane", type(obj).__name__)
+                label = f"{lane} {method.removesuffix('_async')}"
+                names[label] = names.get(label, 0) + 1
+        return [f"{n} x {label}" if n > 1 else label for label, n in sorted(names.items())][:8]
+
+    def _stopped(self, message: dict) -> None:
+        outcome = self.outcome
+        if isinstance(message, dict):
+            waiting = message.get("waiting", [])
+            if isinstance(waiting, list):
+                outcome.waiting = [_text(w, 300) for w in waiting[:10]]
+            outcome.stdout = _text(message.get("stdout"), 64 * 1024 + 200)
+            outcome.stderr = _text(message.get("stderr"), 64 * 1024 + 200)
+
+    def unwind(self) -> None:
+        """Cancel the kit operations still running (their spans end cancelled)."""
+        pending = [task for task in self.calls.values() if not task.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            with contextlib.suppress(Exception, StuckError):
+                self._settle()
+
+
+def _text(value, limit: int) -> str:
+    if not isinstance(value, str):
+        return ""
+    return value if len(value) <= limit else value[:limit] + "\n…"
+
+
+def _error_json(exc: BaseException) -> dict:
+    name = type(exc).__name__
+    if name not in ERROR_TYPES:
+        name = "RuntimeError"
+    message = str(exc)
+    if isinstance(exc, KeyError) and exc.args:
+        message = str(exc.args[0])
+    return {"type": name, "message": message[:MAX_STRING]}
+
+
+def run_candidate(
+    sim: Sim,
+    loop: VirtualLoop,
+    cluster,
+    code: str,
+    entry: tuple[str, str],
+    *,
+    order_seed: int | None,
+    cpu_s: int = CPU_S,
+    memory_bytes: int | None = None,
+    display: str = "solution.py",
+) -> Outcome:
+    """Fork a fresh candidate process, serve its run, and reap it. Never raises for
+    anything the candidate did: its failures come back in the outcome."""
+    server = fork_server()
+    host = HostRun(sim, loop, cluster, order_seed=order_seed, display=display)
+    pid, sock = server.fork({"cpu_s": cpu_s, "memory_bytes": memory_bytes})
+    channel = Channel(sock)
+    started = time.monotonic()
+    try:
+        with loop.running():
+            host.serve(channel, code, entry)
+    except ProtocolError as exc:
+        host.outcome.failure = (
+            "runtime_error",
+            f"The program broke the grader's protocol ({exc}): the run cannot be trusted.",
+            None,
+        )
+    except (EOFError, ConnectionError, TimeoutError, OSError) as exc:
+        status = server.reap(pid)
+        pid = None
+        host.outcome.failure = _died(exc, status, time.monotonic() - started, cpu_s)
+    finally:
+        sock.close()
+        if pid is not None:
+            server.reap(pid)
+        with loop.running():
+            host.unwind()
+        loop.pause_when = None
+    return host.outcome
+
+
+def _died(exc: BaseException, status: dict, waited: float, cpu_s: int):
+    sig = status.get("signal")
+    if sig == signal.SIGXCPU or (isinstance(exc, TimeoutError) and sig == signal.SIGKILL):
+        if isinstance(exc, TimeoutError):
+            return (
+                "timeout",
+                f"The program stopped answering for {WAIT_S:g} s of real time (blocked on a "
+                "real wait, or an endless loop that never awaits?).",
+                None,
+            )
+        return (
+            "timeout",
+            f"The program used {cpu_s} s of CPU without finishing: an endless loop that "
+            "never awaits?",
+            None,
+        )
+    if sig == signal.SIGKILL:
+        return (
+            "memory_limit",
+            "The program was killed, most likely for using too much memory.",
+            None,
+        )
+    if sig is not None:
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else sig
+        return ("runtime_error", f"The program's process died from signal {name}.", None)
+    return (
+        "runtime_error",
+        "The program ended its own process before train() returned (os._exit?).",
+        None,
+    )

@@ -1,0 +1,102 @@
+"""The wire between the trusted grader and the candidate's process.
+
+Standard library only: the candidate's process imports this module (and never torch).
+
+Frames are a 4-byte big-endian length and a UTF-8 JSON object. Nothing is pickled, in
+either direction. What the candidate's side sends is bounded here (frame size, nesting,
+string and list lengths) and then checked field by field by the grader
+(``runner.host``), which treats every byte of it as untrusted input.
+
+Values cross the boundary as JSON scalars, lists, ``{"$t": [...]}`` (a tuple) and
+``{"$h": n}`` (a handle: a kit object that stays with the grader). The grader describes
+a handle the first time it sends it: ``{"$h": n, "$c": "Worker", "$a": {...}}`` (its
+class and the attributes that never change), and plain records such as the exercise's
+config go by value: ``{"$o": "Config", "$a": {...}}``.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+
+MAX_FRAME = 1 << 20  # bytes of one frame from the candidate's side
+MAX_DEPTH = 8  # nesting of a value from the candidate's side
+MAX_ITEMS = 4096  # items in one list, or calls in one frame
+MAX_STRING = 16_384  # characters of one string from the candidate's side
+
+_HEADER = struct.Struct(">I")
+
+
+class ProtocolError(Exception):
+    """The other side sent something that is not a valid frame or message."""
+
+
+class Channel:
+    """Length-prefixed JSON frames over a stream socket."""
+
+    def __init__(self, sock: socket.socket, max_frame: int = MAX_FRAME) -> None:
+        self.sock = sock
+        self.max_frame = max_frame
+        self._buffer = bytearray()
+
+    def send(self, message: dict) -> None:
+        data = json.dumps(message, separators=(",", ":"), allow_nan=False).encode()
+        self.sock.sendall(_HEADER.pack(len(data)) + data)
+
+    def _fill(self, count: int) -> None:
+        while len(self._buffer) < count:
+            chunk = self.sock.recv(max(65536, count - len(self._buffer)))
+            if not chunk:
+                raise EOFError("the other side closed the channel")
+            self._buffer += chunk
+
+    def recv(self) -> dict:
+        self._fill(_HEADER.size)
+        (length,) = _HEADER.unpack_from(self._buffer)
+        if length > self.max_frame:
+            raise ProtocolError(f"a frame of {length} bytes (at most {self.max_frame})")
+        self._fill(_HEADER.size + length)
+        data = bytes(self._buffer[_HEADER.size : _HEADER.size + length])
+        del self._buffer[: _HEADER.size + length]
+        try:
+            message = json.loads(data, parse_constant=_no_constant)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ProtocolError(f"a frame that is not JSON: {exc}") from None
+        if not isinstance(message, dict):
+            raise ProtocolError("a frame that is not a JSON object")
+        return message
+
+    def has_buffered(self) -> bool:
+        return bool(self._buffer)
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not allowed")
+
+
+def check_value(value, depth: int = 0) -> None:
+    """Raise ProtocolError unless ``value`` is a bounded wire value (candidate side)."""
+    if depth > MAX_DEPTH:
+        raise ProtocolError("a value nested too deeply")
+    if value is None or isinstance(value, bool | int | float):
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 1 << 62:
+            raise ProtocolError("an integer too large")
+        return
+    if isinstance(value, str):
+        if len(value) > MAX_STRING:
+            raise ProtocolError("a string too long")
+        return
+    if isinstance(value, list):
+        if len(value) > MAX_ITEMS:
+            raise ProtocolError("a list too long")
+        for item in value:
+            check_value(item, depth + 1)
+        return
+    if isinstance(value, dict):
+        if set(value) == {"$h"} and type(value["$h"]) is int:
+            return
+        if set(value) == {"$t"} and isinstance(value["$t"], list):
+            check_value(value["$t"], depth + 1)
+            return
+    raise ProtocolError("a value of an unknown kind")
