@@ -20,8 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from runner.exercise import Exercise, Scenario
-from runner.result import Check
+from runner.sdk import Check, Exercise, Scenario
 from runner.sim import Cluster, EpochData, GradientBuffer, Model, Validator, Worker
 from runner.sim.training import regression_data
 

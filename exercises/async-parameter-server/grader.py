@@ -8,7 +8,11 @@ Checks (each on every run, plain and shuffled):
 - lock_not_held_across_compute   (async computations only) workers compute at the same time
 - workers_independent     (async computations only) a fast worker never sits idle waiting
                           for a slower one: no barrier
-(+ clean_shutdown, plausible, blocking_calls, threads from the framework)
+- one_batch_per_worker    a worker computes one batch at a time
+- fresh_weights           every gradient was computed on parameters pulled for it: from a
+                          pull (not the server's live weights), one pull per gradient, and
+                          started after the worker's previous push was applied
+(+ clean_shutdown, plausible, blocking_calls, threads, polling from the framework)
 """
 
 from __future__ import annotations
@@ -19,8 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from runner.exercise import Exercise, Scenario
-from runner.result import Check
+from runner.sdk import Check, Exercise, Scenario, one_at_a_time
 from runner.sim import Batch, BatchQueue, Cluster, ParameterServer, Worker
 from runner.sim.training import regression_data
 
@@ -137,13 +140,14 @@ def check(run, baseline) -> list[Check]:
         )
     )
 
-    # The last two describe concurrent programs: they apply once computations are async.
+    # The next two describe concurrent programs: they apply once computations are async.
     computes = [s for s in run.trace.select(op="compute")]
     concurrent = any(not s.blocking for s in computes) and config.num_workers > 1
     if not concurrent:
         skip = "Computations are blocking calls, so they cannot overlap yet."
-        checks.append(Check("lock_not_held_across_compute", "skip", skip))
-        checks.append(Check("workers_independent", "skip", skip))
+        checks.append(Check.skip("lock_not_held_across_compute", skip))
+        checks.append(Check.skip("workers_independent", skip))
+        checks.extend(_worker_checks(run))
         return checks
 
     overlapping = any(
@@ -182,6 +186,62 @@ def check(run, baseline) -> list[Check]:
             "workers_independent",
             problem is None,
             "No worker waited for a slower one.",
+            problem or "",
+        )
+    )
+    checks.extend(_worker_checks(run))
+    return checks
+
+
+def _worker_checks(run) -> list[Check]:
+    server: ParameterServer = run.cluster.server
+    checks = [
+        one_at_a_time(
+            run,
+            (w.lane for w in run.cluster.workers),
+            "compute",
+            "one_batch_per_worker",
+            what="a worker computes one batch at a time.",
+        )
+    ]
+    # fresh_weights: where the weights of every pushed gradient came from (recorded by
+    # the kit in the grader's process, whatever the trainer did with its handles).
+    push_end = {s.batch: s.end for s in run.trace.select(op="push") if s.end is not None}
+    used: dict[int, str] = {}
+    last_push: dict[int, int] = {}
+    problem = None
+    for push in sorted(server.pushes, key=lambda p: push_end.get(p.batch, 0)):
+        origin = push.weights_from
+        if not origin or origin[0] != "pull":
+            problem = (
+                f"The gradient of {push.batch} was computed on weights that were never pulled "
+                "(the server's live weights, or the trainer's own): a worker computes on the "
+                "parameters it pulled."
+            )
+            break
+        _, pull, pull_start, _pull_end = origin
+        if pull in used:
+            problem = (
+                f"The gradients of {used[pull]} and {push.batch} were computed on the same pull: "
+                "a worker pulls fresh parameters before every batch."
+            )
+            break
+        used[pull] = push.batch
+        previous = last_push.get(push.worker)
+        if previous is not None and pull_start < previous:
+            problem = (
+                f"worker {push.worker} computed {push.batch} on parameters pulled before its "
+                "previous push was applied: pull after pushing, so every batch starts from the "
+                "updated parameters."
+            )
+            break
+        last_push[push.worker] = push_end.get(push.batch, 0)
+    checks.append(
+        Check.verdict(
+            "fresh_weights",
+            problem is None,
+            "Every gradient was computed on parameters pulled for it, after the worker's "
+            "previous push.",
             problem or "",
         )
     )

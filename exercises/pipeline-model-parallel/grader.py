@@ -8,6 +8,10 @@ Checks (each on every run, plain and shuffled; three scenarios: m=8, m=2 < p, m=
 - one_op_per_stage    a node runs one operation at a time
 - in_flight           at most max_in_flight micro-batches between first forward and last backward
 - activations_freed   stored activations never exceed the depth and drop back to zero
+- link_causality      every stage's input is what its link delivered: the previous stage's
+                      activation (forward) or the next stage's gradient (backward) of the same
+                      micro-batch, after its send finished — never a tensor that skipped or
+                      outran its link
 (+ clean_shutdown, plausible, blocking_calls, threads from the framework; a deadlock
 in any scenario is a timeout)
 """
@@ -214,7 +218,48 @@ def check(run, baseline) -> list[Check]:
             problem or "",
         )
     )
+    checks.append(_link_causality(run.cluster.stages))
     return checks
+
+
+def _expected_origin(op: str, k: int, p: int, mb: int) -> tuple[tuple, str]:
+    """What stage k's input for ``op`` of ``mb`` must be, and how to say it."""
+    if op == "forward":
+        if k == 0:
+            return ("input", mb), f"micro-batch {mb}'s inputs"
+        return ("send", (k - 1, k), mb, ("forward", k - 1, mb)), (
+            f"stage {k - 1}'s activation of micro-batch {mb}, delivered by link {k - 1}-{k}"
+        )
+    if k == p - 1:
+        return ("loss", mb, ("forward", k, mb)), (
+            f"the loss gradient of stage {k}'s output for micro-batch {mb}"
+        )
+    return ("send", (k, k + 1), mb, ("backward", k + 1, mb)), (
+        f"stage {k + 1}'s gradient of micro-batch {mb}, delivered by link {k}-{k + 1}"
+    )
+
+
+def _link_causality(stages) -> Check:
+    p = len(stages)
+    for stage in stages:
+        for op, mb, origin, _tick in stage.consumed:
+            expected, said = _expected_origin(op, stage.index, p, mb)
+            if expected[0] == "send":  # (which micro-batch the send was labelled with is free)
+                ok = bool(origin) and origin[:2] == expected[:2] and bool(origin[3]) and (
+                    origin[3][:3] == expected[3]
+                )
+            else:
+                ok = bool(origin) and origin[: len(expected)] == expected
+            if not ok:
+                return Check.fail(
+                    "link_causality",
+                    f"The {op} of micro-batch {mb} on stage {stage.index} did not use "
+                    f"{said}: a tensor must cross its link (and arrive) before the next "
+                    "stage uses it.",
+                )
+    return Check.ok(
+        "link_causality", "Every stage used what its link delivered, after it arrived."
+    )
 
 
 def bound(baseline) -> float:

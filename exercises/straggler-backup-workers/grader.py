@@ -24,8 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from runner.exercise import Exercise, Scenario
-from runner.result import Check
+from runner.sdk import Check, Exercise, Scenario, one_at_a_time
 from runner.sim import BatchQueue, Cluster, EpochData, Gradient, GradientBuffer, Model, Worker
 from runner.sim.training import Batch, expect, mse_gradient, read_weights, regression_data
 
@@ -170,19 +169,10 @@ def check(run, baseline) -> list[Check]:
         "running: steps must be one at a time.",
     ))
 
-    problem = ""
-    for worker in run.cluster.workers:
-        pair = run.trace.first_overlap(run.trace.select(lane=worker.lane, op="compute"))
-        if pair:
-            problem = (
-                f"{worker.lane} computed {pair[0].batch} and {pair[1].batch} at the same time: "
-                "a worker computes one batch at a time, so a straggler's computation must be "
-                "cancelled (or finished) before that worker takes another batch."
-            )
-            break
-    checks.append(Check.verdict(
-        "one_batch_per_worker", not problem, "Every worker computed one batch at a time.",
-        problem,
+    checks.append(one_at_a_time(
+        run, (w.lane for w in run.cluster.workers), "compute", "one_batch_per_worker",
+        what="a worker computes one batch at a time, so a straggler's computation must be "
+        "cancelled (or finished) before that worker takes another batch.",
     ))
 
     seen: set[str] = set()

@@ -1,7 +1,7 @@
 """Hands tensors straight to the next stage instead of sending them over the link.
 
 expect: wrong
-failing: each_op_once
+failing: each_op_once, link_causality
 """
 
 import asyncio

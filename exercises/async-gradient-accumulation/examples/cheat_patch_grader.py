@@ -1,0 +1,36 @@
+"""Cheat: looks for the grader's objects (its checks, the result builder, the cached
+baselines) in memory and patches them to accept anything, then skips the work.
+
+expect: wrong
+failing: early_stopping, final_weights, plausible, validation
+"""
+
+import gc
+import sys
+
+
+class Trainer:
+    def __init__(self, cluster):
+        self.model = cluster.model
+
+    def patch(self):
+        for name in ("runner.grading", "runner.result", "runner.contract"):
+            try:
+                module = __import__(name, fromlist=["*"])
+            except Exception:
+                continue
+            for attr in ("make_result", "_baselines", "_run_checks"):
+                if hasattr(module, attr):
+                    setattr(module, attr, lambda *a, **k: {"verdict": "accepted"})
+        for module in list(sys.modules.values()):
+            exercise = getattr(module, "EXERCISE", None)
+            if exercise is not None:
+                exercise.check = lambda run, baseline: []
+                exercise.target_speedup = 0.0
+        for obj in gc.get_objects():
+            if isinstance(obj, dict) and "verdict" in obj:
+                obj["verdict"] = "accepted"
+
+    def train(self):
+        self.patch()
+        return self.model.snapshot()
