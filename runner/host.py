@@ -93,6 +93,7 @@ class ForkServer:
             cwd="/",
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,  # never hold the grader's own stderr open
         )
         theirs.close()
         self.control = ours

@@ -36,7 +36,7 @@ def grade_in_sandbox(*, version, code: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="overlap-exercise-") as tmp:
         exercise_dir = materialize(version, Path(tmp) / version.exercise.slug)
         try:
-            return sandbox.grade(
+            result = sandbox.grade(
                 exercise_dir,
                 code,
                 backend=settings.OVERLAP_SANDBOX,
@@ -46,6 +46,18 @@ def grade_in_sandbox(*, version, code: str) -> dict:
             )
         except sandbox.SandboxUnavailable as exc:
             raise SandboxFailure(str(exc)) from exc
+    return checked_result(result)
+
+
+def checked_result(result) -> dict:
+    """The result as the contract defines it (typed, bounded), or SandboxFailure: nothing
+    malformed is ever stored, so no page that shows a run can break on one."""
+    from runner.contract import ContractError, validate_result
+
+    try:
+        return validate_result(result)
+    except ContractError as exc:
+        raise SandboxFailure(f"the grading result broke the contract: {exc}") from exc
 
 
 def sandbox_reap() -> int:

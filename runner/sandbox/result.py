@@ -10,19 +10,10 @@ import json
 import signal
 from dataclasses import dataclass
 
+from runner import contract
 from runner.sandbox.job import EnvelopeError, parse_envelope
 from runner.sandbox.limits import Limits
 
-STATUSES = ("pass", "fail", "error", "skip")  # skip: needs_gpu on a host without one
-LIMIT_VERDICTS = (
-    "timeout",
-    "memory_limit",
-    "process_limit",
-    "output_limit",
-    "disk_limit",
-    "crash",
-    "sandbox_error",
-)
 DISK_FULL_BYTES = 64 * 1024
 MAX_MESSAGE = 4000
 MAX_VERDICT = 64
@@ -43,16 +34,9 @@ class RawRun:
 
 
 def _limit_result(verdict: str, message: str, stdout: str = "", stderr: str = "") -> dict:
-    return {
-        "status": "error",
-        "verdict": verdict,
-        "message": message,
-        "checks": [],
-        "metrics": {},
-        "trace": [],
-        "stdout": stdout,
-        "stderr": stderr,
-    }
+    result = contract.make_result(exercise="", verdict=verdict, message=message)
+    result.update(stdout=stdout, stderr=stderr)
+    return result
 
 
 def _tail(text: str, limit: int) -> str:
@@ -154,48 +138,28 @@ def _decide(raw: RawRun, envelope: dict | None, problem: str | None, limits: Lim
 
 
 def _grader_result(stdout: str, limits: Limits) -> dict | None:
-    """The grader's JSON document, validated; None when there is none or it is malformed.
+    """The grader's JSON document, validated against the contract; None when there is none.
 
-    The grader prints one JSON object; the object is taken from the whole output when it
-    parses, else from the last line that does (the grader prints last).
+    The grader's stdout holds exactly one JSON document and nothing else (the candidate's
+    code runs in another process and never holds that descriptor), so the whole output
+    must parse: a stray byte before or after it means it is not the grader's.
     """
-    candidates = [stdout.strip()]
-    candidates += [line.strip() for line in reversed(stdout.splitlines()) if line.strip()]
-    for text in candidates:
-        if not text.startswith("{"):
-            continue
-        try:
-            document = json.loads(text)
-        except ValueError:
-            continue
-        if isinstance(document, dict):
-            return validate_result(document, limits)
-    return None
+    text = stdout.strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return None
+    return validate_result(document, limits)
 
 
 def validate_result(document: dict, limits: Limits) -> dict | None:
-    """Check the grader's result against the schema; None if it does not conform."""
-    status = document.get("status")
-    verdict = document.get("verdict", status)
-    message = document.get("message", "")
-    if status not in STATUSES or not isinstance(verdict, str) or not isinstance(message, str):
+    """Check the grader's result against the contract; None if it does not conform."""
+    try:
+        result = contract.validate_result(document)
+    except contract.ContractError:
         return None
-    checks = document.get("checks", [])
-    metrics = document.get("metrics", {})
-    if not isinstance(checks, list) or not all(isinstance(c, dict) for c in checks):
-        return None
-    if not isinstance(metrics, dict):
-        return None
-    result = dict(document)
-    result.update(
-        status=status,
-        verdict=verdict[:MAX_VERDICT],
-        message=message[:MAX_MESSAGE],
-        checks=checks,
-        metrics=metrics,
-        trace=document.get("trace", []),
-    )
     for key in ("stdout", "stderr"):
-        value = document.get(key, "")
-        result[key] = _tail(value if isinstance(value, str) else str(value), limits.output_bytes)
+        result[key] = _tail(result[key], limits.output_bytes)
     return result
