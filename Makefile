@@ -15,7 +15,7 @@ RUNNER_PY := $(RUNNER_VENV)/bin/python
 DEV_ENV := DEBUG=1
 export OVERLAP_RUNNER_PYTHON ?= $(CURDIR)/$(RUNNER_PY)
 
-.PHONY: help install run test lint bench validate sandbox-image clean
+.PHONY: help install run test lint bench validate asyncio-suites sandbox-image clean
 
 help:
 	@echo "make run    - start Overlap on http://127.0.0.1:8000 (SQLite, own Redis, worker, web)"
@@ -74,6 +74,12 @@ test: install lint
 	SECRET_KEY=test-only-secret $(PY) -m pytest tests --ignore=tests/runner
 	@if [ -d tests/runner ]; then $(RUNNER_PY) -m pytest tests/runner -p no:django; fi
 	$(MAKE) --no-print-directory validate
+	$(MAKE) --no-print-directory asyncio-suites SEEDS=1-3
+
+# CPython's own asyncio test suites on the candidates' event loop (seeded completion order).
+SEEDS ?= 1-20
+asyncio-suites: $(RUNNER_VENV)/.installed
+	$(RUNNER_PY) -m runner.asyncio_suites --seeds $(SEEDS)
 
 bench: install
 	$(RUNNER_PY) -m runner bench
