@@ -110,6 +110,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "accounts.context_processors.roles",
+                "django.template.context_processors.csp",  # csp_nonce, for the editors
             ],
             "builtins": ["content.templatetags.markdown"],
         },
@@ -232,7 +233,8 @@ def _websocket_sources(hosts: list[str]) -> list[str]:
 SECURE_CSP = {
     "default-src": [CSP.SELF],
     "script-src": [CSP.SELF],
-    "style-src": [CSP.SELF],
+    # The code editors (CodeMirror) add their theme as a <style> carrying the nonce.
+    "style-src": [CSP.SELF, CSP.NONCE],
     "img-src": [CSP.SELF, "data:"],
     "font-src": [CSP.SELF],
     "connect-src": [CSP.SELF, *_websocket_sources(ALLOWED_HOSTS)],
