@@ -39,7 +39,6 @@ def beat(*, hostname: str, queues: list[str], pid: int | None = None,
     """Write this worker's heartbeat now; returns what was written."""
     pid = pid or os.getpid()
     document = {
-        "main": bool(queues),
         "hostname": hostname,
         "pid": pid,
         "queues": sorted(queues),
@@ -76,7 +75,7 @@ def workers_online() -> list[dict]:
 
 class Heartbeat:
     """Beats once at start, then from a daemon thread every OVERLAP_HEARTBEAT_SECONDS until
-    stopped. The main process (the one with queues) also reports on its sandboxes, from
+    stopped. It also reports on the sandboxes (backend, image), from
     the thread so a slow Docker engine never delays the worker's start."""
 
     def __init__(self, *, hostname: str, queues: list[str]):

@@ -34,39 +34,49 @@ _hostname = {"name": "worker"}  # set before the pool forks, so children know it
 _run_contexts: dict[str, object] = {}
 
 
-def _queues_of(sender) -> list[str]:
-    consumer = getattr(sender, "consumer", None)
-    task_consumer = getattr(consumer, "task_consumer", None)
-    queues = getattr(task_consumer, "queues", None) or []
-    names = [q.name for q in queues]
-    if not names:
-        app_queues = getattr(getattr(sender, "app", None), "amqp", None)
-        names = list(getattr(app_queues, "queues", {}) or [])
-    return names
+def _consumed_queues() -> list[str]:
+    """The queues this worker consumes (-Q), as selected on the app when it started."""
+    from celery import current_app
+
+    try:
+        queues = current_app.amqp.queues
+        selected = getattr(queues, "consume_from", None) or queues
+        return sorted(selected)
+    except Exception:
+        return []
 
 
-def _start_heartbeat(hostname: str, queues: list[str]) -> None:
-    _heartbeats.append(Heartbeat(hostname=hostname, queues=queues).start())
+def _start_heartbeat(hostname: str) -> None:
+    """One heartbeat per process (solo pools get both signals in the same process)."""
+    import os
+
+    if any(h.pid == os.getpid() for h in _heartbeats):
+        return
+    _heartbeats.append(Heartbeat(hostname=hostname, queues=_consumed_queues()).start())
 
 
 @celeryd_init.connect
 def _worker_init(sender=None, **kwargs) -> None:
-    _hostname["name"] = sender or "worker"
+    _hostname["name"] = sender or _hostname["name"]
 
 
 @worker_ready.connect
 def _worker_ready(sender=None, **kwargs) -> None:
     hostname = getattr(sender, "hostname", None) or _hostname["name"]
     _hostname["name"] = hostname
-    _start_heartbeat(hostname, _queues_of(sender))
+    _start_heartbeat(hostname)
     _count_sandbox_warnings()
 
 
 @worker_process_init.connect
-def _pool_process_init(**kwargs) -> None:
-    """Prefork children hold the warm sandbox pools: they report their own pool."""
-    _heartbeats.clear()  # inherited from the parent over fork: not ours to stop
-    _start_heartbeat(_hostname["name"], [])  # the main process reports the queues
+def _pool_process_init(sender=None, **kwargs) -> None:
+    """Pool processes (prefork children, or the solo pool's one) hold the warm sandbox
+    pools: each reports its own. Celery passes the worker's hostname as the sender."""
+    import os
+
+    # Inherited from the parent over fork: not ours to stop.
+    _heartbeats[:] = [h for h in _heartbeats if h.pid == os.getpid()]
+    _start_heartbeat(sender if isinstance(sender, str) and sender else _hostname["name"])
     _count_sandbox_warnings()
 
 
