@@ -91,3 +91,19 @@ def test_key_pages_load_with_no_csp_violation(browser, live_server, content, log
     expect(candidate.locator(".cm-content")).to_contain_text("class Trainer")
     candidate.wait_for_timeout(2500)  # a couple of polls of hints and state
     assert _violations(candidate) == []
+
+
+def test_the_admin_and_status_page_load_with_no_csp_violation(browser, live_server,
+                                                              transactional_db, log_in):
+    base = live_server.url
+    User.objects.create_superuser("ada", password=PASSWORD)
+    page = _watched_page(browser)
+    log_in(page, base, "ada")
+    for url, selector in ((f"{base}/admin/", "#content"),
+                          (f"{base}/admin/auth/user/", "#result_list"),
+                          (f"{base}/admin/auth/user/add/", "form"),
+                          (f"{base}/admin/status/", "main h1")):
+        page.goto(url)
+        expect(page.locator(selector).first).to_be_visible()
+        page.wait_for_timeout(300)
+        assert _violations(page) == [], url
