@@ -80,7 +80,20 @@ def queue_depths() -> dict[str, int]:
 
 class OverlapCollector:
     def collect(self):
-        client = store.client()
+        up = GaugeMetricFamily("overlap_redis_up", "Whether Redis answered this scrape")
+        try:
+            store.client().ping()
+        except Exception as exc:
+            log.warning("metrics: Redis is down: %s", exc)
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        yield from self._from_redis(store.client())
+        yield from self._from_database()
+
+    def _from_redis(self, client):
         depth = GaugeMetricFamily("overlap_queue_depth",
                                   "Tasks waiting in each Celery queue", labels=["queue"])
         for queue, length in queue_depths().items():
@@ -129,6 +142,7 @@ class OverlapCollector:
         wanted.add_metric([], sum(w.get("pool", {}).get("size", 0) for w in workers))
         yield wanted
 
+    def _from_database(self):
         from runs.models import Run
 
         active = GaugeMetricFamily("overlap_runs_active", "Runs queued or running",

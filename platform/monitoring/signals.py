@@ -47,11 +47,13 @@ def _consumed_queues() -> list[str]:
 
 
 def _start_heartbeat(hostname: str) -> None:
-    """One heartbeat per process (solo pools get both signals in the same process)."""
+    """One heartbeat per process: a newer worker in the same process (a solo pool gets
+    both signals; a worker restarted in a thread) replaces the older one."""
     import os
 
-    if any(h.pid == os.getpid() for h in _heartbeats):
-        return
+    for old in [h for h in _heartbeats if h.pid == os.getpid()]:
+        _heartbeats.remove(old)
+        old.stop()
     _heartbeats.append(Heartbeat(hostname=hostname, queues=_consumed_queues()).start())
 
 

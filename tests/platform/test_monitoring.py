@@ -18,7 +18,11 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def clean_monitoring_keys():
-    """Heartbeats and counters of earlier tests (same Redis database) are forgotten."""
+    """Heartbeats and counters of earlier tests (same Redis database) are forgotten, and
+    so are heartbeat threads of in-thread workers that earlier tests left running."""
+    from monitoring import signals
+
+    signals._worker_stops()
     client = store.client()
     for key in client.scan_iter(match=store.PREFIX + "*"):
         client.delete(key)
@@ -194,3 +198,10 @@ def test_the_status_page_is_for_superusers_only(client, worker):
     assert worker.hostname in body
     assert "Queues and runs" in body and "GPU workers online" in body
     assert "no-such-image-for-monitoring-tests" in body or "not reported yet" in body
+
+
+def test_metrics_say_redis_is_down_instead_of_failing(client, settings):
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert _value(response.content.decode(), "overlap_redis_up") == 0
