@@ -205,3 +205,35 @@ def test_metrics_say_redis_is_down_instead_of_failing(client, settings):
     response = client.get("/metrics")
     assert response.status_code == 200
     assert _value(response.content.decode(), "overlap_redis_up") == 0
+
+
+@pytest.mark.slow
+def test_a_real_warm_pool_shows_in_the_metrics(client, monkeypatch):
+    from runner import sandbox
+    from runner.sandbox.pool import start_pool, stop_pool
+
+    backend = "bwrap" if sandbox.backend_problems().get("bwrap") is None else "process"
+    monkeypatch.setenv("OVERLAP_SANDBOX_ALLOW_PROCESS", "1")
+    pool = start_pool(backend, size=1)
+    try:
+        assert pool.wait_full(120), "the warm sandbox never became ready"
+        heartbeat.beat(hostname="pool@host", queues=["default"])
+        text = client.get("/metrics").content.decode()
+        assert _value(text, "overlap_sandbox_pool_ready") == 1
+        assert _value(text, "overlap_sandbox_pool_size") == 1
+    finally:
+        stop_pool()
+
+
+def test_the_status_page_shows_gpu_workers_and_a_stale_image(client, settings):
+    settings.OVERLAP_GPU = "all"
+    stale = {"configured": "auto", "chosen": "docker", "problems": {"docker": None},
+             "image": {"name": "overlap-sandbox:latest", "present": True, "fresh": False,
+                       "runner_hash": "0123456789abcdef",
+                       "expected_runner_hash": "fedcba9876543210"}}
+    heartbeat.beat(hostname="gpu-1@box", queues=["gpu"], pid=7, sandbox=stale)
+    admin = User.objects.create_superuser("root", password="correct horse battery")
+    client.force_login(admin)
+    body = client.get("/admin/status/").content.decode()
+    assert "GPU workers online: gpu-1@box." in body
+    assert "<strong>stale</strong> (built from 0123456789abcdef" in body
