@@ -3,6 +3,7 @@
 import asyncio
 import contextlib
 import socket
+import urllib.request
 from urllib.parse import urlsplit
 
 import pytest
@@ -13,13 +14,21 @@ from security.asgi import BodySizeLimit
 HUGE = 50 * 1024 * 1024
 
 
-def _raw_post(base_url: str, path: str, declared: int, sent: bytes = b"PK\x03\x04") -> bytes:
+# The start of a well-formed upload: a server that parses the body waits for the rest.
+UPLOAD_START = (b'--x\r\nContent-Disposition: form-data; name="archive"; filename="a.zip"\r\n'
+                b"Content-Type: application/zip\r\n\r\nPK\x03\x04")
+
+
+def _raw_post(base_url: str, path: str, declared: int, sent: bytes = UPLOAD_START) -> bytes:
     """POST with a Content-Length far above what is sent: a server that tried to read the
     body would wait for it until our timeout; one that refuses from the header answers."""
     parts = urlsplit(base_url)
+    # With a CSRF cookie, as a browser has one: else CSRF would refuse before parsing.
+    with urllib.request.urlopen(f"{base_url}/accounts/login/", timeout=10) as login:
+        cookie = login.headers["Set-Cookie"].split(";")[0]
     with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
         sock.sendall(
-            f"POST {path} HTTP/1.1\r\nHost: {parts.hostname}\r\n"
+            f"POST {path} HTTP/1.1\r\nHost: {parts.hostname}\r\nCookie: {cookie}\r\n"
             "Content-Type: multipart/form-data; boundary=x\r\n"
             f"Content-Length: {declared}\r\nConnection: close\r\n\r\n".encode() + sent)
         sock.settimeout(10)
