@@ -290,7 +290,7 @@ LOGGING = {
     "formatters": {
         "text": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
         "json": {
-            "()": "pythonjsonlogger.json.JsonFormatter",
+            "()": "security.logs.JsonLines",
             "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(run_id)s",
             "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
         },

@@ -19,6 +19,7 @@ CANDIDATE_PATH = re.compile(r"/c/[^/\s\"'?#]+(/|(?=[\s\"'?#]|$))")
 ACCESS_LOGGERS = ("django.request", "django.server", "uvicorn.access", "uvicorn.error",
                   "gunicorn.access", "gunicorn.error", "daphne.server", "axes.watch_login")
 
+_FORMATTER = logging.Formatter()
 _run_id: contextvars.ContextVar[int | None] = contextvars.ContextVar("run_id", default=None)
 
 
@@ -36,6 +37,9 @@ class RedactCandidateTokens(logging.Filter):
             return True
         if "/c/" in message:
             record.msg, record.args = redact(message), None
+        if record.exc_info and not record.exc_text:
+            # Formatted here, once (formatters reuse exc_text), so it can be redacted.
+            record.exc_text = _FORMATTER.formatException(record.exc_info)
         if record.exc_text and "/c/" in record.exc_text:
             record.exc_text = redact(record.exc_text)
         for name in ("request_line", "path", "full_path"):  # uvicorn / gunicorn extras
@@ -70,3 +74,27 @@ def run_logging_context(run_id: int):
         yield
     finally:
         _run_id.reset(token)
+
+
+def _json_formatter_base():
+    from pythonjsonlogger.json import JsonFormatter
+
+    return JsonFormatter
+
+
+class JsonLines(_json_formatter_base()):
+    """python-json-logger's formatter, minus the objects Django and servers attach to
+    records (the request, the socket: their text holds the path, token included), with
+    every string value redacted once more, extras included."""
+
+    DROPPED = ("request", "server_time", "scope")
+
+    def __init__(self, *args, **kwargs):
+        from pythonjsonlogger.core import RESERVED_ATTRS
+
+        kwargs.setdefault("reserved_attrs", [*RESERVED_ATTRS, *self.DROPPED])
+        super().__init__(*args, **kwargs)
+
+    def process_log_record(self, log_data):
+        return {key: redact(value) if isinstance(value, str) else value
+                for key, value in super().process_log_record(log_data).items()}

@@ -133,3 +133,34 @@ def test_records_logged_by_the_run_task_carry_its_run_id(caplog):
     handler_filter.filter(after)
     assert inside.run_id == 987654
     assert after.run_id is None
+
+
+def test_json_lines_of_a_404_on_a_candidate_url_hold_no_token(tmp_path):
+    """django.request attaches the request to its record; a JSON formatter that dumped
+    every extra attribute would print '<WSGIRequest: GET /c/<token>/>'."""
+    code = (
+        "import django; django.setup()\n"
+        "from django.test import Client\n"
+        "from django.test.utils import setup_test_environment\n"
+        "setup_test_environment()\n"
+        f"print(Client().get('/c/{TOKEN}/').status_code)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                            text=True, timeout=60,
+                            env=_env(DEBUG="1", LOG_FORMAT="json", ALLOWED_HOSTS="testserver",
+                                     OVERLAP_VAR_DIR=str(tmp_path)))
+    assert result.stdout.strip().endswith("404"), result.stderr
+    lines = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    not_found = [line for line in lines if line["logger"] == "django.request"]
+    assert not_found and not_found[0]["message"] == "Not Found: /c/[token]/"
+    assert not_found[0]["status_code"] == 404
+    assert TOKEN not in result.stderr
+
+
+def test_a_traceback_naming_a_candidate_url_is_redacted(caplog):
+    try:
+        raise ValueError(f"could not save /c/{TOKEN}/save/")
+    except ValueError:
+        logging.getLogger("django.request").exception("Internal Server Error: /c/%s/", TOKEN)
+    assert TOKEN not in caplog.text
+    assert "could not save /c/[token]/save/" in caplog.text
