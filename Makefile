@@ -69,9 +69,12 @@ validate: $(RUNNER_VENV)/.installed
 	  if [ -f "$$dir/grader.py" ]; then $(RUNNER_PY) -m runner validate "$$dir" || exit 1; fi; \
 	done
 
+# Tests run with DEBUG off, like production, which refuses a weak SECRET_KEY: a strong one
+# that is only ever used by the test suite.
+TEST_SECRET_KEY := tests-only_5b0e2f9c7d1a4e6b8c3f0a2d9e7b1c4f6a8d0e2b4c6f8a1d3e5
 test: install lint
-	SECRET_KEY=test-only-secret $(PY) manage.py collectstatic --noinput --verbosity 0
-	SECRET_KEY=test-only-secret $(PY) -m pytest tests --ignore=tests/runner
+	SECRET_KEY=$(TEST_SECRET_KEY) $(PY) manage.py collectstatic --noinput --verbosity 0
+	SECRET_KEY=$(TEST_SECRET_KEY) $(PY) -m pytest tests --ignore=tests/runner
 	@if [ -d tests/runner ]; then $(RUNNER_PY) -m pytest tests/runner -p no:django; fi
 	$(MAKE) --no-print-directory validate
 	$(MAKE) --no-print-directory asyncio-suites SEEDS=1-3

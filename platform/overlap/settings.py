@@ -5,10 +5,14 @@ machine; production sets DATABASE_URL, REDIS_URL, SECRET_KEY, ALLOWED_HOSTS.
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
+
+from security.secret_key import secret_key_problem
 
 ROOT = Path(__file__).resolve().parents[2]
 VAR_DIR = Path(os.environ.get("OVERLAP_VAR_DIR", ROOT / "var"))
@@ -40,6 +44,11 @@ if not SECRET_KEY:
             "set SECRET_KEY, or DEBUG=1 for local development."
         )
     SECRET_KEY = "insecure-development-key-never-use-in-production"
+elif not DEBUG and (_weak_key := secret_key_problem(SECRET_KEY)):
+    raise ImproperlyConfigured(
+        f"SECRET_KEY is too weak for production: {_weak_key}. Generate one with "
+        "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`."
+    )
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost" if DEBUG else "")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
@@ -60,20 +69,30 @@ INSTALLED_APPS = [
     "runs",
     "ops",
     "authoring",
+    "axes",  # login throttling (wt12b block below)
+    "security",
+    "monitoring",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Refuses an oversized body by its declared length, before anything reads it.
+    "security.middleware.RequestSizeLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # Every view needs a logged-in user unless it says @login_not_required.
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    # ...and staff pages need a staff group (interviewers, authors) on top.
+    "accounts.access.StaffAccessMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "security.middleware.NoStoreMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks
 ]
 
 ROOT_URLCONF = "overlap.urls"
@@ -91,6 +110,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "accounts.context_processors.roles",
+                "django.template.context_processors.csp",  # csp_nonce, for the editors
             ],
             "builtins": ["content.templatetags.markdown"],
         },
@@ -143,12 +163,6 @@ STORAGES = {
     },
 }
 
-SESSION_COOKIE_HTTPONLY = True
-CSRF_COOKIE_HTTPONLY = False  # htmx reads it to send X-CSRFToken
-SECURE_CONTENT_TYPE_NOSNIFF = True
-X_FRAME_OPTIONS = "DENY"
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("BEHIND_TLS") else None
-SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("BEHIND_TLS")
 
 # Content as data: exercises/<slug>/ and exercises/question-banks/*.yaml
 EXERCISES_DIR = Path(os.environ.get("OVERLAP_EXERCISES_DIR", ROOT / "exercises"))
@@ -181,9 +195,113 @@ CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
+
+# --- Hardening and observability (issue #12, wt12b) -------------------------------------
+# Everything below is about running Overlap for real: TLS, cookies, CSP, login throttling,
+# request size limits, health checks, metrics and logs. Variables are listed in README.md.
+BEHIND_TLS = env_bool("BEHIND_TLS")  # a TLS-terminating proxy sets X-Forwarded-Proto
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if BEHIND_TLS else None
+SECURE_SSL_REDIRECT = BEHIND_TLS
+# Probes and scrapers inside the deployment talk plain HTTP to the web container.
+SECURE_REDIRECT_EXEMPT = [r"^healthz(/live)?$", r"^metrics$"]
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000) if BEHIND_TLS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", True)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = BEHIND_TLS
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = CSRF_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_HTTPONLY = False  # htmx reads it to send X-CSRFToken
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+
+
+def _websocket_sources(hosts: list[str]) -> list[str]:
+    """ws/wss sources for the live pad on every allowed host (any port). CSP Level 3
+    browsers already match same-origin WebSockets with 'self'; older ones need these."""
+    sources = []
+    for host in hosts:
+        if host == "*" or not host:
+            continue
+        host = "*" + host if host.startswith(".") else host
+        sources += [f"wss://{host}:*"] + ([] if BEHIND_TLS else [f"ws://{host}:*"])
+    return sources
+
+
+# No inline script, no eval, nothing from another origin: templates load static files.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    # The code editors (CodeMirror) add their theme as a <style> carrying the nonce.
+    "style-src": [CSP.SELF, CSP.NONCE],
+    "img-src": [CSP.SELF, "data:"],
+    "font-src": [CSP.SELF],
+    "connect-src": [CSP.SELF, *_websocket_sources(ALLOWED_HOSTS)],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.SELF],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
+
+# Login throttling (django-axes): failed logins are counted per username *and* client
+# address in the database (shared by every web process); a locked-out pair waits.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_FAILURE_LIMIT = env_int("OVERLAP_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("OVERLAP_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_CLIENT_IP_CALLABLE = "accounts.throttle.client_ip"
+# How many proxies append to X-Forwarded-For in front of the web server (the client's
+# address is that many entries from the right); 0 trusts only the socket's address.
+OVERLAP_TRUSTED_PROXIES = env_int("OVERLAP_TRUSTED_PROXIES", 1 if BEHIND_TLS else 0)
+
+# Request sizes: a declared Content-Length above the limit is refused (413) before the
+# body is read. The authoring zip import has its own, larger limit.
+OVERLAP_MAX_REQUEST_BYTES = env_int("OVERLAP_MAX_REQUEST_BYTES", 1024 * 1024)
+OVERLAP_MAX_IMPORT_BYTES = env_int("OVERLAP_MAX_IMPORT_BYTES", 2 * 1024 * 1024 + 64 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = OVERLAP_MAX_REQUEST_BYTES
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # bigger uploads are spooled to a temporary file
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 1000
+
+# Observability: /healthz (database, Redis, a recent Celery worker heartbeat), /metrics
+# (Prometheus; from localhost, or anywhere with the bearer token) and the admin's
+# system status page.
+OVERLAP_METRICS_TOKEN = os.environ.get("OVERLAP_METRICS_TOKEN", "")
+OVERLAP_HEARTBEAT_SECONDS = env_int("OVERLAP_HEARTBEAT_SECONDS", 15)
+OVERLAP_WORKER_STALE_SECONDS = env_int("OVERLAP_WORKER_STALE_SECONDS", 60)
+OVERLAP_HEALTH_NEEDS_WORKER = env_bool("OVERLAP_HEALTH_NEEDS_WORKER", True)
+
+# Logs: plain text, or one JSON object a line (LOG_FORMAT=json). Candidate tokens are
+# redacted from every record; records from a run's execution carry its run_id.
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "text")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {
+        "redact_tokens": {"()": "security.logs.RedactCandidateTokens"},
+        "run_context": {"()": "security.logs.RunContext"},
+    },
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {
+            "()": "security.logs.JsonLines",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(run_id)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["redact_tokens", "run_context"],
+            "formatter": "json" if LOG_FORMAT == "json" else "text",
+        },
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
+# --- end of the hardening and observability block ---------------------------------------

@@ -54,7 +54,9 @@ def test_stack_serves_the_site_runs_tasks_and_stops_everything_on_ctrl_c(tmp_pat
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
-        assert json.loads(_get(f"http://127.0.0.1:{web_port}/healthz")) == {"status": "ok"}
+        # 200 only once the database, the stack's Redis and the worker's heartbeat are up.
+        health = json.loads(_get(f"http://127.0.0.1:{web_port}/healthz", timeout=60))
+        assert health["status"] == "ok", health
         login = _get(f"http://127.0.0.1:{web_port}/accounts/login/").decode()
         assert "Log in" in login
         assert _port_open(redis_port), "the stack's own Redis is not listening"

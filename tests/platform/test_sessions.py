@@ -4,7 +4,7 @@ import json
 import re
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 
 from catalog.models import Exercise
 from content.services import content_sync
@@ -113,6 +113,7 @@ def test_the_token_does_not_open_staff_pages(client, live_session):
 
 def test_interviewers_see_only_their_sessions_authors_see_all(client, live_session, author):
     other = User.objects.create_user("bob", password="correct horse battery")
+    other.groups.add(Group.objects.get(name="interviewers"))  # another interviewer
     client.force_login(other)
     assert client.get(f"/sessions/{live_session.pk}/").status_code == 404
     assert "Lin" not in client.get("/sessions/").content.decode()

@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+STRONG_KEY = "k9Qz-7rT2_vLx4Wm8NbE5cYp1HfGa3Ds6JuKo0Ri2ZlVw8XeTq4Mn"
 BOOT = "import django; django.setup(); from django.conf import settings; print(settings.DEBUG)"
 
 
@@ -21,7 +22,7 @@ def test_production_start_refuses_a_missing_secret_key():
 
 
 def test_production_start_with_a_secret_key_works():
-    result = _boot(DEBUG="0", SECRET_KEY="x" * 50, DATABASE_URL="sqlite:///:memory:")
+    result = _boot(DEBUG="0", SECRET_KEY=STRONG_KEY, DATABASE_URL="sqlite:///:memory:")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
 

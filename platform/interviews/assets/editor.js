@@ -88,6 +88,8 @@ function setup(host) {
       basicSetup,
       python(),
       EditorView.lineWrapping,
+      // CodeMirror injects its theme as a <style>: the CSP lets it in with the page's nonce.
+      EditorView.cspNonce.of(document.querySelector('meta[name="csp-nonce"]')?.content || ""),
       EditorView.updateListener.of((update) => {
         if (update.docChanged) changed(update.state.doc.toString());
       }),

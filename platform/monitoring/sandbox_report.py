@@ -1,0 +1,41 @@
+"""What a worker can say about its sandboxes: which backend runs would use, why the
+others cannot, and whether the docker image matches this checkout's runner sources."""
+
+import os
+
+from django.conf import settings
+
+
+def sandbox_report() -> dict:
+    try:
+        from runner import sandbox
+        from runner.sandbox.image import runner_hash
+
+        problems = sandbox.backend_problems()
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    configured = settings.OVERLAP_SANDBOX
+    if configured == "auto":
+        chosen = next((name for name in ("docker", "bwrap") if problems.get(name) is None),
+                      "process" if os.environ.get("OVERLAP_SANDBOX_ALLOW_PROCESS") else "")
+    else:
+        chosen = configured if problems.get(configured) is None else ""
+    return {"configured": configured, "chosen": chosen, "problems": problems,
+            "image": _docker_image(runner_hash())}
+
+
+def _docker_image(expected: str) -> dict:
+    from runner.sandbox.backends.docker import image_name
+
+    name = image_name()
+    report = {"name": name, "expected_runner_hash": expected}
+    try:
+        import docker
+
+        client = docker.from_env(timeout=5)
+        image = client.images.get(name)
+    except Exception as exc:
+        return {**report, "present": False, "error": type(exc).__name__}
+    label = (image.labels or {}).get("org.overlap.runner-hash", "")
+    return {**report, "present": True, "runner_hash": label, "fresh": label == expected,
+            "created": (image.attrs or {}).get("Created", "")}

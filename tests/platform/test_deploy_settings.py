@@ -1,0 +1,108 @@
+"""Production settings: HTTPS behind a TLS proxy, secure cookies, a strong SECRET_KEY, and
+`manage.py check --deploy` with nothing to warn about."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+STRONG_KEY = "k9Qz-7rT2_vLx4Wm8NbE5cYp1HfGa3Ds6JuKo0Ri2ZlVw8XeTq4Mn"
+PRODUCTION = {"DEBUG": "0", "BEHIND_TLS": "1", "SECRET_KEY": STRONG_KEY,
+              "ALLOWED_HOSTS": "overlap.example.org", "DATABASE_URL": "sqlite:///:memory:"}
+
+
+def _run(argv, **env):
+    base = {"PATH": os.environ["PATH"], "PYTHONPATH": f"{ROOT / 'platform'}:{ROOT}",
+            "DJANGO_SETTINGS_MODULE": "overlap.settings", "LOG_LEVEL": "WARNING"}
+    return subprocess.run([sys.executable, *argv], capture_output=True, text=True,
+                          env={**base, **env}, cwd=ROOT, timeout=120)
+
+
+def _setting(name: str, **env) -> str:
+    result = _run(["-c", "import django; django.setup(); from django.conf import settings; "
+                         f"print(repr(settings.{name}))"], **env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_deploy_check_with_production_settings_has_no_warnings():
+    result = _run(["manage.py", "check", "--deploy", "--fail-level", "WARNING"], **PRODUCTION)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues (0 silenced)." in result.stdout
+    assert "WARNING" not in result.stderr.upper().replace("LOG_LEVEL", "")
+
+
+def test_deploy_check_warns_without_tls():
+    """The check above can fail: without BEHIND_TLS, HTTPS settings are off and it says so."""
+    result = _run(["manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+                  **{**PRODUCTION, "BEHIND_TLS": "0"})
+    assert result.returncode != 0
+    assert "security.W004" in result.stderr  # no HSTS
+    assert "security.W008" in result.stderr  # no SSL redirect
+
+
+@pytest.mark.parametrize("key,why", [
+    ("short-key", "characters"),
+    ("a" * 60, "different characters"),
+    ("django-insecure-" + "abcdefghij" * 5, "placeholder"),
+])
+def test_production_refuses_a_weak_secret_key(key, why):
+    result = _run(["-c", "import django; django.setup()"], **{**PRODUCTION, "SECRET_KEY": key})
+    assert result.returncode != 0
+    assert "SECRET_KEY is too weak for production" in result.stderr
+    assert why in result.stderr
+
+
+def test_development_accepts_any_secret_key(tmp_path):
+    result = _run(["-c", "import django; django.setup()"], DEBUG="1", SECRET_KEY="short",
+                  OVERLAP_VAR_DIR=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+
+
+def test_behind_tls_turns_on_https_settings():
+    assert _setting("SECURE_SSL_REDIRECT", **PRODUCTION) == "True"
+    assert _setting("SECURE_HSTS_SECONDS", **PRODUCTION) == "31536000"
+    assert _setting("SESSION_COOKIE_SECURE", **PRODUCTION) == "True"
+    assert _setting("CSRF_COOKIE_SECURE", **PRODUCTION) == "True"
+    assert _setting("SECURE_PROXY_SSL_HEADER", **PRODUCTION) == \
+        "('HTTP_X_FORWARDED_PROTO', 'https')"
+
+
+def test_without_tls_nothing_forces_https():
+    plain = {**PRODUCTION, "BEHIND_TLS": "0"}
+    assert _setting("SECURE_SSL_REDIRECT", **plain) == "False"
+    assert _setting("SECURE_HSTS_SECONDS", **plain) == "0"
+    assert _setting("SESSION_COOKIE_SECURE", **plain) == "False"
+
+
+@pytest.fixture
+def behind_tls(settings):
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    settings.SECURE_SSL_REDIRECT = True
+    settings.SECURE_HSTS_SECONDS = 31_536_000
+    settings.SESSION_COOKIE_SECURE = settings.CSRF_COOKIE_SECURE = True
+    return settings
+
+
+@pytest.mark.django_db
+def test_plain_http_is_redirected_to_https_behind_tls(client, behind_tls):
+    response = client.get("/accounts/login/")
+    assert response.status_code == 301
+    assert response["Location"] == "https://testserver/accounts/login/"
+
+
+@pytest.mark.django_db
+def test_https_through_the_proxy_gets_hsts_and_secure_cookies(client, behind_tls):
+    response = client.get("/accounts/login/", headers={"X-Forwarded-Proto": "https"})
+    assert response.status_code == 200
+    assert response["Strict-Transport-Security"].startswith("max-age=31536000")
+    assert response.cookies["csrftoken"]["secure"] is True
+
+
+@pytest.mark.django_db
+def test_probes_reach_health_over_plain_http_behind_tls(client, behind_tls):
+    assert client.get("/healthz/live").status_code == 200
+    assert client.get("/healthz").status_code in (200, 503)  # answered, not redirected

@@ -1,0 +1,239 @@
+"""/healthz, /metrics and the system status page, against real Redis, the database and a
+real Celery worker."""
+
+import time
+from datetime import timedelta
+
+import pytest
+from celery.contrib.testing.worker import start_worker
+from django.contrib.auth.models import User
+from django.test import Client
+
+from monitoring import heartbeat, store
+from overlap.celery import app
+from runs.models import Run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def clean_monitoring_keys():
+    """Heartbeats and counters of earlier tests (same Redis database) are forgotten, and
+    so are heartbeat threads of in-thread workers that earlier tests left running."""
+    from monitoring import signals
+
+    signals._worker_stops()
+    client = store.client()
+    for key in client.scan_iter(match=store.PREFIX + "*"):
+        client.delete(key)
+    yield
+
+
+@pytest.fixture
+def staff_groups(transactional_db):
+    """Transactional tests empty the tables, the groups a migration made included."""
+    from django.contrib.auth.models import Group
+
+    for name in ("interviewers", "authors"):
+        Group.objects.get_or_create(name=name)
+
+
+@pytest.fixture
+def worker(transactional_db, django_db_blocker, settings, monkeypatch):
+    """A real worker in a thread; its own database connection sees committed data only,
+    hence transactional_db."""
+    settings.OVERLAP_SANDBOX = "docker"  # this image tag does not exist: runs fail fast
+    monkeypatch.setenv("OVERLAP_SANDBOX_IMAGE",
+                       "overlap-sandbox:no-such-image-for-monitoring-tests")
+    with django_db_blocker.unblock(), start_worker(
+        app, pool="solo", perform_ping_check=False, shutdown_timeout=10,
+        queues=["default"],
+    ) as running:
+        yield running
+    from monitoring import signals
+
+    signals._worker_stops()
+
+
+def _value(text: str, series: str) -> float:
+    """The value of one exact series line, e.g. 'overlap_queue_depth{queue="default"}'."""
+    for line in text.splitlines():
+        if line.rsplit(" ", 1)[0] == series:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_health_is_503_and_says_why_when_no_worker_beats(client):
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    report = response.json()
+    assert report["status"] == "down"
+    assert report["checks"]["database"]["ok"] is True
+    assert report["checks"]["redis"]["ok"] is True
+    assert report["checks"]["worker"]["ok"] is False
+    assert "no Celery worker heartbeat" in report["checks"]["worker"]["error"]
+
+
+def test_health_is_200_with_a_live_worker(client, worker):
+    response = client.get("/healthz")
+    assert response.status_code == 200, response.json()
+    report = response.json()
+    assert report["checks"]["worker"]["workers"] == [worker.hostname]
+    assert "default" in report["checks"]["worker"]["queues"]
+
+
+def test_health_is_503_when_redis_is_down(client, settings):
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    checks = response.json()["checks"]
+    assert checks["database"]["ok"] is True
+    assert checks["redis"]["ok"] is False and "ConnectionError" in checks["redis"]["error"]
+
+
+def test_a_worker_that_stopped_beating_expires(settings):
+    settings.OVERLAP_WORKER_STALE_SECONDS = 1
+    heartbeat.beat(hostname="gone@host", queues=["default"], pid=1)
+    assert [w["hostname"] for w in heartbeat.workers_online()] == ["gone@host"]
+    time.sleep(2.1)
+    assert heartbeat.workers_online() == []
+
+
+def test_liveness_needs_nothing_but_the_web_process(client, settings):
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"
+    assert client.get("/healthz/live").status_code == 200
+
+
+def test_metrics_from_this_machine_without_a_token(client):
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert response["Content-Type"].startswith("text/plain; version=")
+    for name in ("overlap_queue_depth", "overlap_click_to_verdict_seconds_bucket",
+                 "overlap_workers_online", "overlap_sandbox_pool_ready",
+                 "overlap_runs_active"):
+        assert name in text, name
+
+
+def test_metrics_refuse_other_hosts_and_proxied_requests(client):
+    assert client.get("/metrics", REMOTE_ADDR="203.0.113.5").status_code == 403
+    assert client.get("/metrics", HTTP_X_FORWARDED_FOR="203.0.113.5").status_code == 403
+
+
+def test_metrics_with_a_token_need_exactly_that_token(client, settings):
+    settings.OVERLAP_METRICS_TOKEN = "s3cret-scrape-token"
+    assert client.get("/metrics").status_code == 403  # localhost is not enough now
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer nope").status_code == 403
+    response = client.get("/metrics", REMOTE_ADDR="203.0.113.5",
+                          HTTP_AUTHORIZATION="Bearer s3cret-scrape-token")
+    assert response.status_code == 200
+
+
+def test_queue_depth_counts_waiting_tasks(client):
+    before = _value(client.get("/metrics").content.decode(),
+                    'overlap_queue_depth{queue="default"}')
+    for _ in range(3):
+        app.send_task("overlap.health", args=["waiting"], queue="default")
+    after = _value(client.get("/metrics").content.decode(),
+                   'overlap_queue_depth{queue="default"}')
+    app.control.purge()
+    assert after == before + 3
+
+
+def test_a_finished_run_is_observed_once(client, live_session):
+    from django.utils import timezone
+
+    finished = timezone.now()
+    run = Run.objects.create(session=live_session, exercise_version=live_session.exercise_version,
+                             code="x = 1\n")
+    Run.objects.filter(pk=run.pk).update(created_at=finished - timedelta(seconds=2.5))
+    run.refresh_from_db()
+    run.status, run.verdict, run.finished_at = Run.DONE, "accepted", finished
+    run.save()
+    run.save()  # saved again: still counted once
+    text = client.get("/metrics").content.decode()
+    assert _value(text, 'overlap_click_to_verdict_seconds_bucket{le="2",queue="default"}') == 0
+    assert _value(text, 'overlap_click_to_verdict_seconds_bucket{le="3",queue="default"}') == 1
+    assert _value(text, 'overlap_click_to_verdict_seconds_count{queue="default"}') == 1
+    assert _value(text, 'overlap_click_to_verdict_seconds_sum{queue="default"}') == \
+        pytest.approx(2.5, abs=0.01)
+    assert _value(text, 'overlap_run_verdicts_total{verdict="accepted"}') == 1
+
+
+def test_a_run_through_the_worker_is_observed_and_a_sandbox_failure_counted(
+        client, staff_groups, live_session, worker):
+    response = client.post(f"/c/{live_session.token}/run/", {"code": "x = 1\n"})
+    assert response.status_code == 200
+    run = live_session.runs.get()
+    deadline = time.monotonic() + 30
+    while run.status in Run.ACTIVE and time.monotonic() < deadline:
+        time.sleep(0.2)
+        run.refresh_from_db()
+    assert run.status == Run.INTERNAL_ERROR  # no such sandbox image
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        text = client.get("/metrics").content.decode()
+        if _value(text, 'overlap_click_to_verdict_seconds_count{queue="default"}') == 1:
+            break
+        time.sleep(0.2)
+    assert _value(text, 'overlap_click_to_verdict_seconds_count{queue="default"}') == 1
+    assert _value(text, 'overlap_run_verdicts_total{verdict="internal_error"}') == 1
+    assert _value(text, 'overlap_sandbox_failures_total{where="run"}') == 1
+    assert _value(text, 'overlap_workers_online{queue="default"}') == 1
+
+
+def test_the_status_page_is_for_superusers_only(client, worker):
+    from django.contrib.auth.models import Group
+
+    interviewer = User.objects.create_user("ada", password="correct horse battery")
+    interviewer.groups.add(Group.objects.get_or_create(name="interviewers")[0])
+    client.force_login(interviewer)
+    assert client.get("/admin/status/").status_code == 403
+    admin = User.objects.create_superuser("root", password="correct horse battery")
+    superuser = Client()
+    superuser.force_login(admin)
+    response = superuser.get("/admin/status/")
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert worker.hostname in body
+    assert "Queues and runs" in body and "GPU workers online" in body
+    assert "no-such-image-for-monitoring-tests" in body or "not reported yet" in body
+
+
+def test_metrics_say_redis_is_down_instead_of_failing(client, settings):
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert _value(response.content.decode(), "overlap_redis_up") == 0
+
+
+@pytest.mark.slow
+def test_a_real_warm_pool_shows_in_the_metrics(client, monkeypatch):
+    from runner import sandbox
+    from runner.sandbox.pool import start_pool, stop_pool
+
+    backend = "bwrap" if sandbox.backend_problems().get("bwrap") is None else "process"
+    monkeypatch.setenv("OVERLAP_SANDBOX_ALLOW_PROCESS", "1")
+    pool = start_pool(backend, size=1)
+    try:
+        assert pool.wait_full(120), "the warm sandbox never became ready"
+        heartbeat.beat(hostname="pool@host", queues=["default"])
+        text = client.get("/metrics").content.decode()
+        assert _value(text, "overlap_sandbox_pool_ready") == 1
+        assert _value(text, "overlap_sandbox_pool_size") == 1
+    finally:
+        stop_pool()
+
+
+def test_the_status_page_shows_gpu_workers_and_a_stale_image(client, settings):
+    settings.OVERLAP_GPU = "all"
+    stale = {"configured": "auto", "chosen": "docker", "problems": {"docker": None},
+             "image": {"name": "overlap-sandbox:latest", "present": True, "fresh": False,
+                       "runner_hash": "0123456789abcdef",
+                       "expected_runner_hash": "fedcba9876543210"}}
+    heartbeat.beat(hostname="gpu-1@box", queues=["gpu"], pid=7, sandbox=stale)
+    admin = User.objects.create_superuser("root", password="correct horse battery")
+    client.force_login(admin)
+    body = client.get("/admin/status/").content.decode()
+    assert "GPU workers online: gpu-1@box." in body
+    assert "<strong>stale</strong> (built from 0123456789abcdef" in body
