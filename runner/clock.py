@@ -82,6 +82,7 @@ class VirtualLoop(_LooptimeSelectorLoop):
         super().__init__(start=0.0, resolution=_RESOLUTION, noop_cycles=0)
         self.time_limit = time_limit
         self.pause_when = None  # callable -> bool, checked at the end of every instant
+        self.fast = False  # no real I/O or executors will ever run on this loop
         self._max_idle_iterations = max_idle_iterations
         self._idle_iterations = 0
         self._last_ticks = 0
@@ -95,7 +96,9 @@ class VirtualLoop(_LooptimeSelectorLoop):
     # -- time ----------------------------------------------------------------
 
     def ticks(self) -> int:
-        return to_ticks(self.time())
+        # looptime keeps the time as an integer count of resolution steps (1 µs here):
+        # read it as it is (name-mangled private of looptime 0.9, pinned).
+        return self._LoopTimeEventLoop__now
 
     def advance(self, seconds: float) -> None:
         """Move the clock forward now, without yielding to other tasks (a blocking call)."""
@@ -162,6 +165,12 @@ class VirtualLoop(_LooptimeSelectorLoop):
             self.stuck = self._why_stuck(timeout)
         if self.stuck is not None:
             raise self.stuck
+        if self.fast and timeout is not None:
+            # The grader's loop has no I/O and no executors: skip the real poll looptime
+            # makes on every iteration and jump the clock to the next timer ourselves.
+            if timeout > 0:
+                self._LoopTimeEventLoop__now += to_ticks(timeout)
+            return []
         return self._looptime_select(timeout)
 
     def _why_stuck(self, timeout) -> StuckError | None:

@@ -93,7 +93,7 @@ class ForkServer:
             cwd="/",
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,  # never hold the grader's own stderr open
+            stderr=None if os.environ.get("OVERLAP_DEBUG_CANDIDATE") else subprocess.DEVNULL,
         )
         theirs.close()
         self.control = ours
@@ -596,7 +596,8 @@ class HostRun:
             reply = {"err": _error_json(exc)}
         finally:
             self.sim.caller_in_async = False
-        self._settle()
+        if mode == "block":  # the clock moved: run what fell due meanwhile
+            self._settle()
         reply.update(self._reply())
         return reply
 

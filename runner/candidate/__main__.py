@@ -25,8 +25,13 @@ import signal
 import socket
 import sys
 
-# Imported here, before any fork, so that children start warm.
+# Imported here, before any fork, so that children start warm (the executors are lazy
+# attributes of concurrent.futures, and the process pool pulls in multiprocessing).
+import concurrent.futures.process  # noqa: F401
+import concurrent.futures.thread  # noqa: F401
+
 from runner.candidate import program
+from runner.candidate.runtime import Runtime
 from runner.protocol import Channel
 
 PR_SET_PDEATHSIG = 1
@@ -57,8 +62,6 @@ def _child(sock: socket.socket, limits: dict) -> None:
     os.closerange(keep + 1, 1 << 16)
     random.seed(0)
     channel = Channel(sock, max_frame=CANDIDATE_MAX_FRAME)
-    from runner.candidate.runtime import Runtime
-
     runtime = Runtime(channel)
     try:
         hello = channel.recv()
@@ -82,8 +85,11 @@ def main() -> None:
             sock = socket.socket(fileno=fds[0])
             pid = os.fork()
             if pid == 0:
-                control.close()
-                _child(sock, request.get("limits", {}))
+                try:
+                    control.close()
+                    _child(sock, request.get("limits", {}))
+                finally:
+                    os._exit(70)  # never back into this loop, whatever happened
             sock.close()
             control.sendall(json.dumps({"pid": pid}).encode())
         elif request["op"] == "wait":
