@@ -596,7 +596,9 @@ class HostRun:
             reply = {"err": _error_json(exc)}
         finally:
             self.sim.caller_in_async = False
-        if mode == "block":  # the clock moved: run what fell due meanwhile
+        # Run what is due now (what fell due during a blocking call, the operations this
+        # message started), so that the horizon in the reply is true.
+        if mode == "block" or self.loop._ready:
             self._settle()
         reply.update(self._reply())
         return reply

@@ -15,6 +15,10 @@ this process.
 
 from __future__ import annotations
 
+# Imported here, before any fork, so that children start warm (the executors are lazy
+# attributes of concurrent.futures, and the process pool pulls in multiprocessing).
+import concurrent.futures.process
+import concurrent.futures.thread  # noqa: F401
 import contextlib
 import ctypes
 import json
@@ -24,11 +28,6 @@ import resource
 import signal
 import socket
 import sys
-
-# Imported here, before any fork, so that children start warm (the executors are lazy
-# attributes of concurrent.futures, and the process pool pulls in multiprocessing).
-import concurrent.futures.process  # noqa: F401
-import concurrent.futures.thread  # noqa: F401
 
 from runner.candidate import program
 from runner.candidate.runtime import Runtime
