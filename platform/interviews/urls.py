@@ -15,6 +15,7 @@ urlpatterns = [
     path("<int:pk>/hints/<int:index>/reveal/", views.hint_reveal, name="hint_reveal"),
     path("<int:pk>/score/", views.score, name="score"),
     path("<int:pk>/notes/", views.notes, name="notes"),
+    path("<int:pk>/readonly/", views.readonly, name="readonly"),
     path("<int:pk>/recommendation/", views.recommendation, name="recommendation"),
     path("<int:pk>/scorecard/", views.scorecard, name="scorecard"),
     path("<int:pk>/scorecard.json", views.scorecard_json, name="scorecard_json"),

@@ -5,10 +5,11 @@ import json
 from django.contrib import messages
 from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
+from interviews import pad, selectors, services
 from interviews import scorecard as scorecards
-from interviews import selectors, services
 from interviews.forms import SessionForm
 from interviews.models import InterviewSession, Score
 from runs import services as run_services
@@ -53,8 +54,11 @@ def _console_context(request, session: InterviewSession) -> dict:
          "current": scores.get((Score.QUESTION, str(sq.question_id)))}
         for sq in session.bank_questions.select_related("question__bank")
     ]
+    missing = [i for i in range(len(guide["hints"])) if i not in revealed]
     hints = [
-        {**hint, "index": i, "number": i + 1, "reveal": revealed.get(i)}
+        {**hint, "index": i, "number": i + 1, "reveal": revealed.get(i),
+         "next": bool(missing) and missing[0] == i,
+         "first_missing": missing[0] + 1 if missing else None}
         for i, hint in enumerate(guide["hints"])
     ]
     return {
@@ -107,10 +111,10 @@ def session_phase(request, pk):
 
 
 def live_code(request, pk):
-    """The candidate's latest saved code (polled every second by the console)."""
+    """The pad's authoritative text (the console itself gets it pushed over WebSocket)."""
     session = selectors.session_for_staff(request.user, pk)
-    response = render(request, "interviews/console.html#live-code",
-                      {"session": session, "revision": services.latest_revision(session)})
+    response = HttpResponse(format_html('<pre class="code-view" id="live-code"><code>{}</code>'
+                                        "</pre>", session.pad_text))
     if session.is_ended:
         response.status_code = STOP_POLLING
     return response
@@ -119,8 +123,9 @@ def live_code(request, pk):
 def runs_panel(request, pk):
     session = selectors.session_for_staff(request.user, pk)
     if request.method == "POST":
-        revision = services.latest_revision(session)
         try:
+            # The pad's authoritative text, as the candidate's runs.
+            revision = pad.pad_checkpoint(session)
             run_services.run_create(session=session, code=revision.code if revision else "",
                                     requested_by="interviewer")
         except run_services.RunRefused as exc:
@@ -135,7 +140,8 @@ def runs_panel(request, pk):
 def hint_reveal(request, pk, index):
     session = selectors.session_for_staff(request.user, pk)
     try:
-        services.hint_reveal(session=session, index=index, by=request.user)
+        services.hint_reveal(session=session, index=index, by=request.user,
+                             out_of_order=request.POST.get("out_of_order") == "1")
     except services.SessionError as exc:
         return HttpResponseBadRequest(str(exc))
     context = _console_context(request, session)
@@ -154,6 +160,13 @@ def score(request, pk):
     except (ValueError, services.SessionError) as exc:
         return HttpResponseBadRequest(str(exc))
     return HttpResponse('<span class="saved">Saved</span>')
+
+
+@require_POST
+def readonly(request, pk):
+    session = selectors.session_for_staff(request.user, pk)
+    services.readonly_set(session=session, readonly=request.POST.get("readonly") == "1")
+    return HttpResponse(status=204)
 
 
 @require_POST

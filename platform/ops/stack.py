@@ -74,6 +74,7 @@ class Stack:
             if not wait_for_port(self.redis_port):
                 raise RuntimeError(f"Redis did not start on port {self.redis_port}")
             self.env["REDIS_URL"] = f"redis://127.0.0.1:{self.redis_port}/0"
+            self.env["CHANNELS_REDIS_URL"] = f"redis://127.0.0.1:{self.redis_port}/1"
         self._choose_sandbox()
         self._start("worker", [
             sys.executable, "-m", "celery", "-A", "overlap", "worker", "--loglevel", "INFO",
@@ -81,8 +82,12 @@ class Stack:
             "--queues", "default,gpu" if os.environ.get("OVERLAP_GPU") else "default",
             "--concurrency", "2", "--hostname", "overlap-local@%h",
         ])
+        # An ASGI server: pages over HTTP and the live pad over WebSocket (Channels).
         self._start("web", [
-            sys.executable, "manage.py", "runserver", f"127.0.0.1:{self.web_port}", "--noreload",
+            sys.executable, "-m", "uvicorn", "overlap.asgi:application",
+            "--host", "127.0.0.1", "--port", str(self.web_port),
+            "--ws", "websockets", "--ws-max-size", str(512 * 1024),
+            "--log-level", "info", "--no-access-log",
         ])
 
     def _choose_sandbox(self) -> None:

@@ -1,3 +1,7 @@
+"""The ASGI entry point (uvicorn in `make run` and production): HTTP through Django,
+WebSockets (the live pad) through Channels, with the staff login from the session cookie
+and browsers from other sites refused."""
+
 import os
 import sys
 from pathlib import Path
@@ -7,4 +11,16 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "overlap.settings")
 
 from django.core.asgi import get_asgi_application  # noqa: E402
 
-application = get_asgi_application()
+django_application = get_asgi_application()  # sets Django up before the imports below
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from realtime.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter({
+    "http": django_application,
+    "websocket": AllowedHostsOriginValidator(
+        AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+    ),
+})

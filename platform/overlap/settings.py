@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "runs",
     "ops",
     "authoring",
+    "realtime",
 ]
 
 MIDDLEWARE = [
@@ -165,6 +166,13 @@ OVERLAP_SANDBOX = os.environ.get("OVERLAP_SANDBOX", "auto")
 OVERLAP_GPU = os.environ.get("OVERLAP_GPU", "")  # "", "all", or device ids "0,1"
 OVERLAP_GPU_TASK_TIME_LIMIT = env_int("OVERLAP_GPU_TASK_TIME_LIMIT", 300)
 
+# The live pad (interviews/pad.py, realtime/): bounds on what a browser may send.
+OVERLAP_PAD_MESSAGE_BYTES = env_int("OVERLAP_PAD_MESSAGE_BYTES", 256 * 1024)
+OVERLAP_PAD_UPDATES_PER_10S = env_int("OVERLAP_PAD_UPDATES_PER_10S", 200)
+OVERLAP_PAD_QUOTA_BYTES = env_int("OVERLAP_PAD_QUOTA_BYTES", 4 * 1024 * 1024)
+# The candidate's link stops working this many hours after the session ended.
+OVERLAP_CANDIDATE_LINK_HOURS = env_int("OVERLAP_CANDIDATE_LINK_HOURS", 72)
+
 # Celery, fed through Redis. JSON only; every task has explicit limits.
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 CELERY_BROKER_URL = REDIS_URL
@@ -180,6 +188,33 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# Django Channels: pushes between ASGI processes go through Redis (its own database
+# number may be given with CHANNELS_REDIS_URL).
+CHANNELS_REDIS_URL = os.environ.get("CHANNELS_REDIS_URL", REDIS_URL)
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [CHANNELS_REDIS_URL], "capacity": 1000, "expiry": 30},
+    }
+}
+
+# E-mail (invitations), through Django 6.1's MAILERS: the console in development (the
+# message is printed by `make run`), SMTP from the environment in production.
+MAILERS = {
+    "default": {"BACKEND": "django.core.mail.backends.console.EmailBackend"} if DEBUG
+    and not os.environ.get("EMAIL_HOST") else {
+        "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+        "OPTIONS": {
+            "host": os.environ.get("EMAIL_HOST", "localhost"),
+            "port": env_int("EMAIL_PORT", 25),
+            "username": os.environ.get("EMAIL_USER", ""),
+            "password": os.environ.get("EMAIL_PASSWORD", ""),
+            "use_tls": env_bool("EMAIL_USE_TLS"),
+        },
+    }
+}
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "interviews@localhost")
 
 LOGGING = {
     "version": 1,
