@@ -52,6 +52,8 @@ class InterviewSession(models.Model):
     pad_base = models.TextField(blank=True)
     pad_text = models.TextField(blank=True)
     pad_version = models.PositiveIntegerField(default=0)
+    pad_candidate_bytes = models.PositiveIntegerField(
+        default=0, help_text="stored by the candidate's updates and saves (the quota)")
     interviewer_readonly = models.BooleanField(
         default=False, help_text="The interviewer watches but cannot type in the pad")
 

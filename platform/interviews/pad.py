@@ -15,7 +15,6 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Sum
 from django.utils import timezone
 
 from interviews.changesets import BadChanges, apply_changes, replace_changes
@@ -23,7 +22,7 @@ from interviews.models import CodeRevision, InterviewSession, PadUpdate
 
 MAX_UPDATES_PER_PUSH = 200
 MAX_CLIENT_ID = 40
-CHECKPOINT_EVERY = timedelta(seconds=5)  # a CodeRevision at most this often while typing
+CHECKPOINT_EVERY = 25  # a CodeRevision every this many updates while typing (and on run/end)
 
 
 class PadRefused(Exception):
@@ -66,37 +65,38 @@ def _writable(session: InterviewSession, author: Author) -> None:
         raise PadRefused("The pad is read-only for interviewers in this session.")
 
 
-def _limit(session: InterviewSession, author: Author, incoming_bytes: int, count: int) -> None:
+def _limit(session: InterviewSession, author: Author, incoming_bytes: int, count: int,
+           check_rate: bool) -> None:
     """Rate and quota for the candidate (interviewers are trusted staff). Whole-text
-    saves go through pad_push too, so they count against the same limits."""
+    saves go through pad_push too, so they count against the same limits. The socket
+    checks the rate itself, per connection, without a query per keystroke."""
     if author.role != PadUpdate.CANDIDATE:
         return
     now = timezone.now()
     recent = PadUpdate.objects.filter(
         session=session, role=PadUpdate.CANDIDATE,
-        created_at__gte=now - timedelta(seconds=10)).count()
+        created_at__gte=now - timedelta(seconds=10)).count() if check_rate else 0
     if recent + count > settings.OVERLAP_PAD_UPDATES_PER_10S:
         raise PadRefused("You are sending changes too fast; they are kept and will be "
                          "sent in a moment.")
-    stored = PadUpdate.objects.filter(session=session, role=PadUpdate.CANDIDATE) \
-        .aggregate(total=Sum("size"))["total"] or 0
-    if stored + incoming_bytes > settings.OVERLAP_PAD_QUOTA_BYTES:
+    if session.pad_candidate_bytes + incoming_bytes > settings.OVERLAP_PAD_QUOTA_BYTES:
         raise PadRefused("This session has reached its storage limit for edits; please "
                          "ask your interviewer.")
 
 
 def _checkpoint(session: InterviewSession, text: str, *, force: bool = False) -> None:
     """Keep CodeRevisions (the run history's code, the scorecard) in step with the pad."""
+    if not force and session.pad_version % CHECKPOINT_EVERY:
+        return
     latest = session.revisions.order_by("-number").first()
     if latest is not None and latest.code == text:
-        return
-    if not force and latest is not None and timezone.now() - latest.created_at < CHECKPOINT_EVERY:
         return
     number = latest.number + 1 if latest else 1
     CodeRevision.objects.create(session=session, number=number, code=text)
 
 
-def pad_push(*, session_id: int, version: int, updates, author: Author) -> PushResult:
+def pad_push(*, session_id: int, version: int, updates, author: Author,
+             check_rate: bool = True) -> PushResult:
     """Apply `updates` made on top of `version`, or refuse them when the client is behind."""
     if not isinstance(updates, list) or not 0 < len(updates) <= MAX_UPDATES_PER_PUSH:
         raise PadRefused("Bad update message.")
@@ -125,12 +125,15 @@ def pad_push(*, session_id: int, version: int, updates, author: Author) -> PushR
                 session=session, version=version + i + 1, client_id=client_id,
                 role=author.role, author=author.name[:200], changes=update["changes"],
                 size=len(client_id) + len(str(update["changes"])), created_at=now))
-        _limit(session, author, sum(row.size for row in rows), len(rows))
+        _limit(session, author, sum(row.size for row in rows), len(rows), check_rate)
         PadUpdate.objects.bulk_create(rows)
         session.pad_text = text
         session.pad_version = version + len(rows)
-        session.save(update_fields=["pad_text", "pad_version"])
-        _checkpoint(session, text)
+        if author.role == PadUpdate.CANDIDATE:
+            session.pad_candidate_bytes += sum(row.size for row in rows)
+        session.save(update_fields=["pad_text", "pad_version", "pad_candidate_bytes"])
+        if version // CHECKPOINT_EVERY != session.pad_version // CHECKPOINT_EVERY:
+            _checkpoint(session, text, force=True)
     return PushResult(True, version, [update_json(row) for row in rows])
 
 

@@ -11,16 +11,22 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "overlap.settings")
 
 from django.core.asgi import get_asgi_application  # noqa: E402
 
-django_application = get_asgi_application()  # sets Django up before the imports below
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
-from realtime.routing import websocket_urlpatterns  # noqa: E402
+def build_application():
+    """A fresh application reading the settings as they are now (tests override them)."""
+    django_application = get_asgi_application()  # sets Django up before the imports below
 
-application = ProtocolTypeRouter({
-    "http": django_application,
-    "websocket": AllowedHostsOriginValidator(
-        AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-    ),
-})
+    from channels.auth import AuthMiddlewareStack
+    from channels.routing import ProtocolTypeRouter, URLRouter
+    from channels.security.websocket import AllowedHostsOriginValidator
+    from realtime.routing import websocket_urlpatterns
+
+    return ProtocolTypeRouter({
+        "http": django_application,
+        "websocket": AllowedHostsOriginValidator(
+            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+        ),
+    })
+
+
+application = build_application()

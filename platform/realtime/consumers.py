@@ -1,14 +1,15 @@
 """The pad's WebSocket: one connection per open editor, candidate or interviewer.
 
 Client → server (JSON):
-  {"type": "push", "version": V, "updates": [{"clientID", "changes"}]}
+  {"type": "push", "version": V, "updates": [{"clientID", "changes"}], "cursor": {…}}
   {"type": "pull", "version": V}
   {"type": "presence", "anchor": a, "head": h}
   {"type": "chat", "text": "…"}
 Server → client:
   {"type": "hello", "version", "doc", "updates", "you", "readonly", "state", "chat"}
-  {"type": "updates", "version": V, "updates": […]}   (V: the version they start from)
-  {"type": "pushed", "ok": bool} · {"type": "refused", "message"}
+  {"type": "updates", "version": V, "updates": […], "cursor"?, "pushed"?}  (V: the version
+      they start from; "pushed": the sender's own, accepted; "cursor": the typist's)
+  {"type": "pushed", "ok": false, "refused"?} · {"type": "refused", "message"}
   {"type": "presence", "peer", "name", "role", "anchor", "head"}
   {"type": "chat", "message"} · {"type": "state", …} · {"type": "hint", "number"}
 
@@ -34,7 +35,7 @@ CLOSE_GONE = 4410
 PRESENCE_MIN_INTERVAL = 0.03
 # Fields of a group event each side may receive (anything else is dropped).
 CANDIDATE_EVENTS = {
-    "updates": ("version", "updates"),
+    "updates": ("version", "updates", "cursor"),
     "presence": ("peer", "name", "role", "anchor", "head"),
     "chat": ("message",),
     "state": ("state", "phase", "readonly"),
@@ -58,6 +59,8 @@ class PadConsumer(AsyncWebsocketConsumer):
         self.author = await self._author(session)
         self.group = group_name(session.pk)
         self.last_presence = 0.0
+        self.tokens, self.tokens_at = float(settings.OVERLAP_PAD_UPDATES_PER_10S), time.monotonic()
+        self.closed = False
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         try:
@@ -67,6 +70,7 @@ class PadConsumer(AsyncWebsocketConsumer):
         await self._send(await self._hello(since))
 
     async def disconnect(self, code):
+        self.closed = True
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
             await self.channel_layer.group_send(self.group, {
@@ -98,14 +102,44 @@ class PadConsumer(AsyncWebsocketConsumer):
         elif kind == "chat":
             await self._chat(message.get("text"))
 
+    def _cursor(self, message) -> dict | None:
+        """A cursor sent along (validated), as the presence data others receive."""
+        cursor = message.get("cursor") if message.get("type") == "push" else message
+        if not isinstance(cursor, dict):
+            return None
+        anchor, head = cursor.get("anchor"), cursor.get("head")
+        if not all(isinstance(v, int) and 0 <= v <= 1_000_000 for v in (anchor, head)):
+            return None
+        return {"peer": self.channel_name[-12:], "name": self.author.name,
+                "role": self.author.role, "anchor": anchor, "head": head}
+
+    def _rate_ok(self, count: int) -> bool:
+        """A token bucket per connection (the database keeps a per-session limit too)."""
+        now = time.monotonic()
+        per_second = settings.OVERLAP_PAD_UPDATES_PER_10S / 10
+        self.tokens = min(settings.OVERLAP_PAD_UPDATES_PER_10S,
+                          self.tokens + (now - self.tokens_at) * per_second)
+        self.tokens_at = now
+        if self.tokens < count:
+            return False
+        self.tokens -= count
+        return True
+
     async def _push(self, message):
-        version = message.get("version")
-        if not isinstance(version, int):
+        version, updates = message.get("version"), message.get("updates")
+        if not isinstance(version, int) or not isinstance(updates, list):
+            return
+        if self.role == PadUpdate.CANDIDATE and not self._rate_ok(len(updates)):
+            await self._send({"type": "pushed", "ok": False, "refused":
+                              "You are sending changes too fast; they are kept and will be "
+                              "sent in a moment."})
             return
         try:
-            result = await database_sync_to_async(pad.pad_push)(
-                session_id=self.session_id, version=version, updates=message.get("updates"),
-                author=self.author)
+            # Not thread-sensitive: pushes to different sessions run in parallel (each
+            # session's row lock orders its own), instead of queueing behind one thread.
+            result = await database_sync_to_async(pad.pad_push, thread_sensitive=False)(
+                session_id=self.session_id, version=version, updates=updates,
+                author=self.author, check_rate=False)
         except pad.PadRefused as exc:
             await self._send({"type": "pushed", "ok": False, "refused": str(exc)})
             return
@@ -113,24 +147,26 @@ class PadConsumer(AsyncWebsocketConsumer):
             await self._send({"type": "pushed", "ok": False})
             return
         data = {"version": result.version, "updates": result.updates}
-        # The sender hears first (its confirmation), then everybody else.
-        await self._send({"type": "updates", **data})
-        await self._send({"type": "pushed", "ok": True})
+        cursor = self._cursor(message)
+        if cursor:
+            data["cursor"] = cursor
+        # The sender hears first (its confirmation), then everybody else, in one message
+        # each (the typist's cursor rides along with the text).
+        await self._send({"type": "updates", "pushed": True, **data})
         await self.channel_layer.group_send(self.group, {
             "type": "pad.event", "kind": "updates", "data": data, "origin": self.channel_name})
 
     async def _presence(self, message):
         now = time.monotonic()
-        anchor, head = message.get("anchor"), message.get("head")
         if now - self.last_presence < PRESENCE_MIN_INTERVAL:
             return
-        if not all(isinstance(v, int) and 0 <= v <= 1_000_000 for v in (anchor, head)):
+        cursor = self._cursor(message)
+        if cursor is None:
             return
         self.last_presence = now
         await self.channel_layer.group_send(self.group, {
             "type": "pad.event", "kind": "presence", "origin": self.channel_name,
-            "data": {"peer": self.channel_name[-12:], "name": self.author.name,
-                     "role": self.author.role, "anchor": anchor, "head": head}})
+            "data": cursor})
 
     async def _chat(self, text):
         if not isinstance(text, str):
@@ -160,7 +196,8 @@ class PadConsumer(AsyncWebsocketConsumer):
                                             if key in data}})
 
     async def _send(self, message: dict) -> None:
-        await self.send(text_data=json.dumps(message, separators=(",", ":")))
+        if not getattr(self, "closed", False):
+            await self.send(text_data=json.dumps(message, separators=(",", ":")))
 
     @database_sync_to_async
     def _since(self, version: int) -> list[dict]:

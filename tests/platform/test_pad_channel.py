@@ -59,9 +59,9 @@ def test_typing_reaches_the_other_side_and_a_stale_push_is_refused(live_session,
         n = len(hello["doc"])
         await cand.send_json_to({"type": "push", "version": 0, "updates": [
             {"clientID": "c1", "changes": [[0, "# hi"], n]}]})
-        mine = await _next(cand, "updates")
+        mine = await _next(cand, "updates")  # accepted: the confirmation
+        assert mine["pushed"] is True
         assert mine["version"] == 0 and mine["updates"][0]["clientID"] == "c1"
-        assert (await _next(cand, "pushed"))["ok"] is True
         theirs = await _next(staff, "updates")
         assert theirs["updates"][0]["changes"] == [[0, "# hi"], n]
         assert theirs["updates"][0]["author"] == "Lin"

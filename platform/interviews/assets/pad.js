@@ -40,17 +40,22 @@ const peersField = StateField.define({
   create: () => new Map(),
   update(peers, tr) {
     let next = peers;
+    // A peer's positions come from its own copy of the text, which may be ahead of ours:
+    // clamp them before mapping them through our changes.
+    const before = tr.startState.doc.length, after = tr.newDoc.length;
     if (tr.docChanged && peers.size) {
       next = new Map();
       for (const [id, p] of peers) {
-        next.set(id, { ...p, anchor: tr.changes.mapPos(p.anchor), head: tr.changes.mapPos(p.head) });
+        next.set(id, { ...p, anchor: tr.changes.mapPos(Math.min(p.anchor, before)),
+                       head: tr.changes.mapPos(Math.min(p.head, before)) });
       }
     }
     for (const effect of tr.effects) {
       if (!effect.is(setPeer)) continue;
       if (next === peers) next = new Map(peers);
       const p = effect.value;
-      if (p.anchor == null) next.delete(p.peer); else next.set(p.peer, p);
+      if (p.anchor == null) next.delete(p.peer);
+      else next.set(p.peer, { ...p, anchor: Math.min(p.anchor, after), head: Math.min(p.head, after) });
     }
     return next;
   },
@@ -114,6 +119,7 @@ function setup(host) {
   const pendingKey = `${storagePrefix}:pending:${clientID}`;
 
   let view = null;
+  let restoring = false; // re-applying changes kept from before a reload: no push yet
   let socket = null;
   let online = false;
   let pushing = false;
@@ -157,14 +163,17 @@ function setup(host) {
     if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify(message));
   }
   function push() {
-    if (!view || pushing || !online) return;
+    if (!view || pushing || !online || restoring) return;
     const updates = sendableUpdates(view.state);
     if (!updates.length) return;
     pushing = true;
+    const sel = view.state.selection.main;
     send({
       type: "push", version: getSyncedVersion(view.state),
       updates: updates.map((u) => ({ clientID: u.clientID, changes: u.changes.toJSON() })),
+      cursor: { anchor: sel.anchor, head: sel.head }, // our cursor rides along with the text
     });
+    lastPresence = Date.now();
   }
   function receive(version, updates) {
     const local = getSyncedVersion(view.state);
@@ -174,6 +183,7 @@ function setup(host) {
     view.dispatch(receiveUpdates(view.state, fresh.map((u) => ({
       clientID: u.clientID, changes: ChangeSet.fromJSON(u.changes),
     }))));
+    remember(); // confirmed changes leave the local copy
   }
   function sendPresence() {
     presenceTimer = null;
@@ -210,7 +220,7 @@ function setup(host) {
       EditorView.contentAttributes.of({ "aria-label": "Code editor (shared with your " + (role === "candidate" ? "interviewer" : "candidate") + ")" }),
       EditorView.updateListener.of((update) => {
         if (update.docChanged) { remember(); push(); settle(); }
-        if (update.selectionSet || update.docChanged) presenceSoon();
+        if (update.selectionSet && !update.docChanged) presenceSoon(); // typing: sent with the push
       }),
     ];
     host.textContent = "";
@@ -218,9 +228,11 @@ function setup(host) {
     window.overlapEditor = view;
     // Changes typed before a reload (or while offline) that the server may not have yet.
     if (pending && pending.version === hello.version) {
+      restoring = true;
       for (const changes of pending.updates) {
         try { view.dispatch({ changes: ChangeSet.fromJSON(changes) }); } catch { break; }
       }
+      restoring = false;
     }
     setupFollow();
   }
@@ -264,7 +276,9 @@ function setup(host) {
         break;
       case "updates":
         receive(message.version, message.updates);
-        if (!pushing) push();
+        if (message.cursor) onPresence(message.cursor);
+        if (message.pushed) pushing = false; // our own, accepted
+        push();
         break;
       case "pushed":
         pushing = false;
@@ -288,22 +302,34 @@ function setup(host) {
     settle();
   }
 
+  let reconnectTimer = null;
   function connect() {
+    reconnectTimer = null;
+    if (socket && socket.readyState <= WebSocket.OPEN) return;
     const version = view ? getSyncedVersion(view.state) : (readPending() || {}).version;
     const url = new URL(host.dataset.wsUrl, window.location.href);
     url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
     if (version != null) url.search = `?v=${version}`;
-    socket = new WebSocket(url);
-    socket.addEventListener("open", () => { online = true; retryMs = 500; });
-    socket.addEventListener("message", onMessage);
-    socket.addEventListener("close", (event) => {
+    const ws = new WebSocket(url);
+    socket = ws;
+    ws.addEventListener("open", () => { online = true; retryMs = 500; });
+    ws.addEventListener("message", onMessage);
+    ws.addEventListener("close", (event) => {
+      if (socket !== ws) return;
       online = false; pushing = false;
       settle();
       if (event.code === 4403 || event.code === 4410) { show("This link is no longer valid.", "error"); return; }
-      setTimeout(connect, retryMs);
+      if (!reconnectTimer) reconnectTimer = setTimeout(connect, retryMs);
       retryMs = Math.min(retryMs * 2, 5000);
     });
   }
+  // The browser knows first: offline means no pretending (changes queue, Run refuses).
+  window.addEventListener("offline", () => { if (socket) socket.close(); online = false; settle(); });
+  window.addEventListener("online", () => {
+    if (reconnectTimer) { clearTimeout(reconnectTimer); reconnectTimer = null; }
+    retryMs = 500;
+    connect();
+  });
 
   // ---- chat ----
   const chat = (() => {
@@ -370,7 +396,6 @@ function setup(host) {
     peers: () => (view ? Array.from(view.state.field(peersField).values()).map((p) => p.name) : []),
     setFollow: (value) => { follow = value; },
   };
-  window.addEventListener("online", () => { if (!online && socket && socket.readyState > 1) connect(); });
   connect();
 }
 
