@@ -47,7 +47,8 @@ class Command(BaseCommand):
         user.groups.add(Group.objects.get(name="interviewers"))
         client = Client()
         client.force_login(user)  # a real session row: the server reads the same database
-        cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+        name = settings.SESSION_COOKIE_NAME
+        cookie = f"{name}={client.cookies[name].value}"
         target = Exercise.objects.get(slug=exercise)
         live = []
         for _ in range(sessions):
