@@ -96,6 +96,8 @@ class Stack:
             sys.executable, "-m", "uvicorn", "overlap.asgi:application",
             "--host", "127.0.0.1", "--port", str(self.web_port),
             "--ws", "websockets", "--ws-max-size", str(512 * 1024),
+            # Keystroke-sized messages: compressing each costs more CPU than it saves.
+            "--ws-per-message-deflate", "false",
             "--log-level", "info", "--no-access-log",
         ], env={
             # The ASGI server runs the ORM in one thread per process (Channels' and

@@ -120,6 +120,7 @@ def asgi_server(transactional_db, settings):
         port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(
         build_application(), host="127.0.0.1", port=port, ws="websockets",
+        ws_per_message_deflate=False,
         log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
