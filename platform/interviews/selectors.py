@@ -74,3 +74,17 @@ def scheduled_local(session: InterviewSession):
     except (ZoneInfoNotFoundError, ValueError):
         zone = ZoneInfo("UTC")
     return session.scheduled_at.astimezone(zone)
+
+
+def questions_matching(session: InterviewSession, query: str, limit: int = 20):
+    """Q&A questions not yet in the session whose text, topic or bank matches `query`."""
+    from django.db.models import Q
+
+    from qa.models import Question
+
+    found = Question.objects.filter(retired=False).select_related("bank") \
+        .exclude(pk__in=session.bank_questions.values("question"))
+    for word in query.split()[:8]:
+        found = found.filter(Q(text__icontains=word) | Q(topic__icontains=word)
+                             | Q(bank__title__icontains=word))
+    return list(found.order_by("bank__title", "position")[:limit])

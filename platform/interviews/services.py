@@ -1,6 +1,6 @@
 """Writes for live interviews. Views call these; they check state, never the templates."""
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -35,7 +35,7 @@ def starter_code(version) -> str:
 
 @transaction.atomic
 def session_create(*, interviewer, exercise, candidate_name: str, candidate_email: str,
-                   questions=()) -> InterviewSession:
+                   questions=(), scheduled_at=None, time_zone: str = "UTC") -> InterviewSession:
     if exercise.current_version_id is None:
         raise SessionError("This exercise has no version to run yet.")
     session = InterviewSession.objects.create(
@@ -45,6 +45,8 @@ def session_create(*, interviewer, exercise, candidate_name: str, candidate_emai
         candidate_email=candidate_email,
         pad_base=starter_code(exercise.current_version),
         pad_text=starter_code(exercise.current_version),
+        scheduled_at=scheduled_at,
+        time_zone=time_zone,
     )
     SessionQuestion.objects.bulk_create(
         SessionQuestion(session=session, question=q, position=i) for i, q in enumerate(questions)
@@ -207,3 +209,53 @@ def token_renew(*, session: InterviewSession) -> str:
     InterviewSession.objects.filter(pk=session.pk).update(token=token)
     broadcast(session.pk, "revoked", {})
     return token
+
+
+def question_add(*, session: InterviewSession, question) -> SessionQuestion:
+    """A Q&A question picked during (or before) the session, asked after the others."""
+    if session.is_ended:
+        raise SessionError("The session has ended.")
+    if question.retired:
+        raise SessionError("That question is retired.")
+    last = session.bank_questions.order_by("-position").first()
+    entry, _ = SessionQuestion.objects.get_or_create(
+        session=session, question=question,
+        defaults={"position": last.position + 1 if last else 0})
+    return entry
+
+
+def invitation_send(*, session: InterviewSession, link: str) -> None:
+    """The candidate's invitation through Django's e-mail framework (console in dev)."""
+    from django.core.mail import send_mail
+
+    from interviews.selectors import interviewer_display_name, scheduled_local
+
+    if session.is_ended:
+        raise SessionError("The session has ended; there is nothing to invite to.")
+    version = session.exercise_version
+    when = scheduled_local(session)
+    lines = [
+        f"Hello {session.candidate_name},",
+        "",
+        f"{interviewer_display_name(session)} invites you to a live coding interview: "
+        f"{version.title} ({version.time_minutes} minutes of coding).",
+        "",
+    ]
+    if when is not None:
+        utc = session.scheduled_at.astimezone(UTC)
+        lines += [f"When: {when:%A %d %B %Y, %H:%M} ({session.time_zone}; "
+                  f"{utc:%H:%M} UTC)", ""]
+    lines += [
+        "Open this link at that time (no account is needed; keep it private):",
+        link,
+        "",
+        "You will write Python in a shared editor: your interviewer sees your code as you "
+        "type and can chat with you. Until the interviewer starts, the link shows a waiting "
+        "room.",
+    ]
+    try:
+        send_mail(f"Your interview: {version.title}", "\n".join(lines),
+                  settings.DEFAULT_FROM_EMAIL, [session.candidate_email])
+    except OSError as exc:
+        raise SessionError(f"The e-mail could not be sent ({exc}).") from exc
+    InterviewSession.objects.filter(pk=session.pk).update(invited_at=timezone.now())

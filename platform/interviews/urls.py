@@ -16,9 +16,13 @@ urlpatterns = [
     path("<int:pk>/score/", views.score, name="score"),
     path("<int:pk>/notes/", views.notes, name="notes"),
     path("<int:pk>/readonly/", views.readonly, name="readonly"),
+    path("<int:pk>/link/", views.renew_link, name="renew_link"),
+    path("<int:pk>/invite/", views.invite, name="invite"),
+    path("<int:pk>/questions/", views.questions, name="questions"),
     path("<int:pk>/recommendation/", views.recommendation, name="recommendation"),
     path("<int:pk>/scorecard/", views.scorecard, name="scorecard"),
     path("<int:pk>/scorecard.json", views.scorecard_json, name="scorecard_json"),
+    path("<int:pk>/playback.json", views.playback_json, name="playback"),
     path("<int:pk>/scorecard.md", views.scorecard_markdown, name="scorecard_markdown"),
     path("<int:pk>/revisions/", views.revision, name="revision"),
 ]
