@@ -2,6 +2,7 @@
 
 from datetime import UTC, timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
