@@ -35,7 +35,7 @@ def workspace(request, token):
         "revision_number": revision.number if revision else 0,
         "hints": selectors.candidate_hints(session),
         "interviewer_name": selectors.interviewer_display_name(session),
-        "scheduled_local": selectors.scheduled_local(session),
+        "scheduled_label": selectors.scheduled_label(session),
         "last_run": run_view(runs[0]) if runs else None,
         "last_run_url": _run_url(token, runs[0].pk) if runs else "",
     }

@@ -88,3 +88,11 @@ def questions_matching(session: InterviewSession, query: str, limit: int = 20):
         found = found.filter(Q(text__icontains=word) | Q(topic__icontains=word)
                              | Q(bank__title__icontains=word))
     return list(found.order_by("bank__title", "position")[:limit])
+
+
+def scheduled_label(session: InterviewSession) -> str:
+    """"Tuesday 1 December 2026, 15:30 (Europe/Berlin)", or "" when not planned."""
+    local = scheduled_local(session)
+    if local is None:
+        return ""
+    return f"{local:%A} {local.day} {local:%B %Y, %H:%M} ({session.time_zone})"

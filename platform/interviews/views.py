@@ -69,7 +69,7 @@ def _console_context(request, session: InterviewSession) -> dict:
         "session": session,
         "phase_list": _phase_list(session),
         "allocation_seconds": session.exercise_version.time_minutes * 60,
-        "scheduled_local": selectors.scheduled_local(session),
+        "scheduled_label": selectors.scheduled_label(session),
         "link_hours": settings.OVERLAP_CANDIDATE_LINK_HOURS,
         "question_query": "",
         "version": session.exercise_version,
