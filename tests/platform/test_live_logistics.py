@@ -182,7 +182,9 @@ def test_scorecard_shows_labels_not_keys_and_every_run_opens(staff_client, clien
 def test_print_stylesheet_never_clips_code(client):
     from django.contrib.staticfiles import finders
 
-    css = open(finders.find("overlap/site.css")).read()
+    from pathlib import Path
+
+    css = Path(finders.find("overlap/site.css")).read_text()
     print_rules = css[css.index("Printing a scorecard"):]
     assert "max-height: none !important" in print_rules
     assert "overflow: visible !important" in print_rules
