@@ -180,9 +180,9 @@ def test_scorecard_shows_labels_not_keys_and_every_run_opens(staff_client, clien
 
 
 def test_print_stylesheet_never_clips_code(client):
-    from django.contrib.staticfiles import finders
-
     from pathlib import Path
+
+    from django.contrib.staticfiles import finders
 
     css = Path(finders.find("overlap/site.css")).read_text()
     print_rules = css[css.index("Printing a scorecard"):]
