@@ -1,6 +1,9 @@
 // The candidate's page around the pad: reload when the session moves on (lobby → live →
 // ended), fetch a revealed hint at once and say so, and show times in the local zone.
 function onReady() {
+  // On a phone the task starts folded, so the editor is in reach; one tap opens it.
+  const task = document.querySelector(".prompt-details");
+  if (task && window.matchMedia("(max-width: 600px)").matches) task.open = false;
   document.addEventListener("overlap:state", (event) => {
     const state = event.detail.state;
     if (state && state !== document.body.dataset.sessionState) window.location.reload();
