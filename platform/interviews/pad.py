@@ -101,7 +101,9 @@ def pad_push(*, session_id: int, version: int, updates, author: Author,
     if not isinstance(updates, list) or not 0 < len(updates) <= MAX_UPDATES_PER_PUSH:
         raise PadRefused("Bad update message.")
     with transaction.atomic():
-        session = InterviewSession.objects.select_for_update().get(pk=session_id)
+        session = InterviewSession.objects.select_for_update().only(
+            "state", "interviewer_readonly", "pad_text", "pad_version", "pad_candidate_bytes",
+        ).get(pk=session_id)
         _writable(session, author)
         if version != session.pad_version:
             return PushResult(False, session.pad_version, [])

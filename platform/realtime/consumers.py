@@ -21,9 +21,11 @@ Interviewers need a staff login and see only their own sessions, as on the pages
 import json
 import time
 
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection
 from django.http import Http404
 
 from interviews import pad, selectors, services
@@ -44,6 +46,25 @@ CANDIDATE_EVENTS = {
     "revoked": (),
 }
 INTERVIEWER_EVENTS = {**CANDIDATE_EVENTS, "readonly": ("interviewer_readonly",)}
+
+
+def _keystroke_db(fn):
+    """Run `fn` in a worker thread that keeps its database connection between keystrokes.
+
+    Not thread-sensitive: pushes to different sessions run in parallel (each session's
+    row lock orders its own) instead of queueing behind one thread. Channels'
+    database_sync_to_async would also check the connection before every call (a round
+    trip per keystroke); here a connection found broken is replaced and the call retried
+    once (the push is a transaction: it either happened or not).
+    """
+    def run(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (InterfaceError, OperationalError):
+            connection.close()
+            return fn(*args, **kwargs)
+
+    return sync_to_async(run, thread_sensitive=False)
 
 
 class PadConsumer(AsyncWebsocketConsumer):
@@ -135,9 +156,7 @@ class PadConsumer(AsyncWebsocketConsumer):
                               "sent in a moment."})
             return
         try:
-            # Not thread-sensitive: pushes to different sessions run in parallel (each
-            # session's row lock orders its own), instead of queueing behind one thread.
-            result = await database_sync_to_async(pad.pad_push, thread_sensitive=False)(
+            result = await _keystroke_db(pad.pad_push)(
                 session_id=self.session_id, version=version, updates=updates,
                 author=self.author, check_rate=False)
         except pad.PadRefused as exc:
