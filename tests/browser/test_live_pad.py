@@ -1,6 +1,8 @@
 """The shared pad in two real browsers through the real ASGI server and Redis channel layer:
 the interviewer and the candidate type into one document at the same time."""
 
+import time
+
 from playwright.sync_api import expect
 
 from catalog.models import Exercise
@@ -27,6 +29,19 @@ def _doc(page) -> str:
 
 def _wait_synced(page) -> None:
     page.wait_for_function("window.overlapPad && window.overlapPad.synced()", timeout=30_000)
+
+
+def _converge(session, *pages) -> str:
+    """Wait until every page shows the server's text; return it."""
+    for page in pages:
+        _wait_synced(page)
+    deadline = time.monotonic() + 30
+    while True:
+        session.refresh_from_db()
+        if all(_doc(page) == session.pad_text for page in pages):
+            return session.pad_text
+        assert time.monotonic() < deadline, "the pages did not converge on the server's text"
+        pages[0].wait_for_timeout(200)
 
 
 def _open_pads(browser, base, session, log_in, width=1440):
@@ -64,10 +79,7 @@ def test_interviewer_and_candidate_type_at_once_and_end_with_the_same_text(
         chunk = f"I{i:03d}-wxyz "
         interviewer.keyboard.type(chunk)
         typed["interviewer"] += chunk
-    _wait_synced(candidate)
-    _wait_synced(interviewer)
-    candidate.wait_for_function("t => window.overlapEditor.state.doc.toString() === t",
-                                arg=_doc(interviewer), timeout=30_000)
+    _converge(session, candidate, interviewer)
 
     session.refresh_from_db()
     on_candidate, on_interviewer = _doc(candidate), _doc(interviewer)
@@ -141,3 +153,29 @@ def test_following_the_candidate_never_pulls_a_scrolled_view_back(
     candidate.keyboard.type(" and more")
     interviewer.wait_for_timeout(1500)
     assert scroller.evaluate("el => el.scrollTop") == top
+
+
+def test_two_tabs_merge_indentation_is_four_spaces_and_the_error_line_is_marked(
+        browser, asgi_server, content, interviewer_login):
+    session = _live_session(interviewer_login)
+    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    first, second = context.new_page(), context.new_page()  # two tabs, one browser
+    for page in (first, second):
+        page.goto(f"{asgi_server}/c/{session.token}/")
+        expect(page.locator(".cm-editor")).to_be_visible()
+        _wait_synced(page)
+    first.locator(".cm-content").click()
+    first.keyboard.press("Control+Home")
+    first.keyboard.type("def helper():\nreturn 1\n")
+    second.locator(".cm-content").click()
+    second.keyboard.press("Control+End")
+    second.keyboard.type("# from the second tab")
+    _converge(session, first, second)
+    assert session.pad_text.startswith("def helper():\n    return 1\n")  # 4 spaces
+    assert session.pad_text.endswith("# from the second tab")
+    # A run result pointing at line 2 marks that line in the editor.
+    first.evaluate("""document.getElementById('run-result').insertAdjacentHTML('beforeend',
+        '<div class="run run-fail" data-error-line="2"><strong class="verdict">Runtime error'
+        + '</strong></div>')""")
+    expect(first.locator(".cm-line.cm-error-line")).to_have_count(1)
+    expect(first.locator(".cm-line.cm-error-line")).to_contain_text("return 1")
