@@ -290,8 +290,12 @@ def questions(request, pk):
             services.question_add(session=session, question=question)
         except services.SessionError as exc:
             return HttpResponseBadRequest(str(exc))
-        return render(request, "interviews/console.html#bank-questions",
-                      _console_context(request, session))
+        response = render(request, "interviews/console.html#bank-questions",
+                          _console_context(request, session))
+        # The picked question leaves the search results (out-of-band swap).
+        response.content += b'<ul id="question-results" class="question-results" ' \
+            b'hx-swap-oob="true"></ul>'
+        return response
     query = request.GET.get("q", "").strip()[:200]
     return render(request, "interviews/console.html#question-results",
                   {"session": session, "question_query": query,

@@ -94,6 +94,7 @@ def test_questions_are_searched_by_their_text_and_added_during_the_session(
                               {"question": question.pk}).content.decode()
     assert render_markdown(question.text) in added
     assert render_markdown(question.answer) in added  # with its good answer in view
+    assert 'id="question-results" class="question-results" hx-swap-oob="true"' in added
     assert live_session.bank_questions.filter(question=question).exists()
     # Already picked: no longer offered.
     again = staff_client.get(f"/sessions/{live_session.pk}/questions/?q={word}").content.decode()
