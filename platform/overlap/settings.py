@@ -4,6 +4,7 @@ Embedded defaults (SQLite in var/, Redis on localhost) make `make run` work on a
 machine; production sets DATABASE_URL, REDIS_URL, SECRET_KEY, ALLOWED_HOSTS.
 """
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -189,13 +190,20 @@ CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
-# Django Channels: pushes between ASGI processes go through Redis (its own database
-# number may be given with CHANNELS_REDIS_URL).
+# Django Channels: pushes between ASGI processes go through Redis publish/subscribe (a
+# keystroke costs one PUBLISH; a browser that misses one resyncs by version). Pub/sub
+# names ignore Redis database numbers, so the prefix keeps installations sharing one
+# Redis apart.
 CHANNELS_REDIS_URL = os.environ.get("CHANNELS_REDIS_URL", REDIS_URL)
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [CHANNELS_REDIS_URL], "capacity": 1000, "expiry": 30},
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        "CONFIG": {
+            "hosts": [CHANNELS_REDIS_URL],
+            "prefix": os.environ.get("CHANNELS_PREFIX", "overlap-" + hashlib.sha256(
+                f"{os.environ.get('DATABASE_URL', VAR_DIR)}|{CHANNELS_REDIS_URL}".encode()
+            ).hexdigest()[:10]),
+        },
     }
 }
 
