@@ -89,6 +89,7 @@ bench: install
 	$(PY) -m runner.sandbox.bench
 	$(DEV_ENV) $(PY) manage.py migrate --noinput --verbosity 0
 	$(DEV_ENV) $(PY) manage.py bench_live
+	$(DEV_ENV) $(PY) manage.py bench_pad
 
 clean:
 	rm -rf $(VENV) $(RUNNER_VENV) node_modules var static-collected

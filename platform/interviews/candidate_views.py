@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from interviews import selectors, services
+from interviews import pad, selectors, services
 from runs import services as run_services
 from runs.selectors import run_view
 
@@ -31,9 +31,11 @@ def workspace(request, token):
         "token": token,
         "title": session.exercise_version.title,
         "prompt": session.exercise_version.prompt,
-        "code": revision.code if revision else "",
+        "code": session.pad_text,
         "revision_number": revision.number if revision else 0,
         "hints": selectors.candidate_hints(session),
+        "interviewer_name": selectors.interviewer_display_name(session),
+        "scheduled_label": selectors.scheduled_label(session),
         "last_run": run_view(runs[0]) if runs else None,
         "last_run_url": _run_url(token, runs[0].pk) if runs else "",
     }
@@ -70,9 +72,11 @@ def run(request, token):
     session = selectors.session_for_candidate(token)
     if session.is_ended:
         return _ended(request, session)
-    code = request.POST.get("code", "")
     try:
-        services.code_save(session=session, code=code)
+        if "code" in request.POST and "version" not in request.POST:
+            services.code_save(session=session, code=request.POST["code"])  # form fallback
+        # The server's authoritative text is graded, never what a browser claims it has.
+        code = pad.pad_checkpoint(session).code
         created = run_services.run_create(session=session, code=code, requested_by="candidate")
     except (services.SessionError, run_services.RunRefused) as exc:
         return render(request, "candidate/workspace.html#refused", {"message": str(exc)})

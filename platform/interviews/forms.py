@@ -1,3 +1,6 @@
+from datetime import datetime
+from zoneinfo import ZoneInfo, available_timezones
+
 from django import forms
 
 from catalog.models import Exercise
@@ -17,3 +20,23 @@ class SessionForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
         help_text="Optional Q&A questions to ask after the exercise.",
     )
+
+    scheduled_at = forms.DateTimeField(
+        required=False, label="Planned start",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M"],
+        help_text="In the time zone below; the candidate sees it in theirs too.")
+    time_zone = forms.ChoiceField(initial="UTC", label="Time zone", required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["time_zone"].choices = [(z, z) for z in sorted(available_timezones())]
+
+    def clean(self):
+        data = super().clean()
+        data["time_zone"] = zone = data.get("time_zone") or "UTC"
+        when = data.get("scheduled_at")
+        if isinstance(when, datetime) and zone:
+            # The browser sends a wall-clock time; it means that time in the chosen zone.
+            data["scheduled_at"] = when.replace(tzinfo=None).replace(tzinfo=ZoneInfo(zone))
+        return data

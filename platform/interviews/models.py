@@ -43,6 +43,19 @@ class InterviewSession(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
     notes = models.TextField(blank=True, help_text="Private to interviewers")
     recommendation = models.CharField(max_length=12, choices=RECOMMENDATIONS, blank=True)
+    # Logistics: when the interview is planned, in the interviewer's time zone.
+    scheduled_at = models.DateTimeField(null=True, blank=True)
+    time_zone = models.CharField(max_length=64, default="UTC")
+    invited_at = models.DateTimeField(null=True, blank=True)
+    # The shared pad: the server is the authority. `pad_base` is the text at version 0;
+    # every accepted change is a PadUpdate, so the text at any version can be rebuilt.
+    pad_base = models.TextField(blank=True)
+    pad_text = models.TextField(blank=True)
+    pad_version = models.PositiveIntegerField(default=0)
+    pad_candidate_bytes = models.PositiveIntegerField(
+        default=0, help_text="stored by the candidate's updates and saves (the quota)")
+    interviewer_readonly = models.BooleanField(
+        default=False, help_text="The interviewer watches but cannot type in the pad")
 
     class Meta:
         ordering = ["-created_at"]
@@ -136,3 +149,51 @@ class Score(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}: {self.kind} {self.key} = {self.score}"
+
+
+class PadUpdate(models.Model):
+    """One accepted change of the shared pad (a keystroke, a paste…), in order.
+
+    `changes` is CodeMirror's ChangeSet JSON (retain counts and [deleted, ...inserted
+    lines]), a few bytes for a keystroke; with `version` it rebuilds the text at any point.
+    """
+
+    CANDIDATE, INTERVIEWER = "candidate", "interviewer"
+    ROLES = [(CANDIDATE, "Candidate"), (INTERVIEWER, "Interviewer")]
+
+    session = models.ForeignKey(InterviewSession, on_delete=models.CASCADE,
+                                related_name="pad_updates")
+    version = models.PositiveIntegerField(help_text="the pad version this update produced")
+    client_id = models.CharField(max_length=40)
+    role = models.CharField(max_length=12, choices=ROLES)
+    author = models.CharField(max_length=200)
+    changes = models.JSONField()
+    size = models.PositiveIntegerField(default=0, help_text="bytes stored, for the quota")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["session", "version"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "version"], name="unique_pad_version")
+        ]
+        indexes = [models.Index(fields=["session", "role", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}: pad v{self.version} by {self.author}"
+
+
+class ChatMessage(models.Model):
+    """Chat between interviewer and candidate: both sides see it; it is in the scorecard."""
+
+    session = models.ForeignKey(InterviewSession, on_delete=models.CASCADE,
+                                related_name="chat_messages")
+    role = models.CharField(max_length=12, choices=PadUpdate.ROLES)
+    author = models.CharField(max_length=200)
+    text = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}: {self.author}: {self.text[:40]}"

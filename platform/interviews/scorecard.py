@@ -1,7 +1,10 @@
 """The scorecard: everything about a session, for the page, JSON and Markdown exports."""
 
+import re
+
 from interviews.models import InterviewSession, Score
 from interviews.selectors import scores_by_key
+from runs.labels import verdict_label
 
 
 def _when(value) -> str:
@@ -53,6 +56,7 @@ def scorecard_build(session: InterviewSession, *, for_export: bool = False) -> d
         {"id": run.pk, "at": _when(run.created_at),
          "into_session": _offset(session, run.created_at),
          "requested_by": run.requested_by, "status": run.status, "verdict": run.verdict,
+         "verdict_label": verdict_label(run.verdict) or run.get_status_display(),
          "speedup": run.metrics.get("speedup"), "target_speedup": run.metrics.get("target_speedup")}
         for run in session.runs.order_by("created_at")
     ]
@@ -84,7 +88,12 @@ def scorecard_build(session: InterviewSession, *, for_export: bool = False) -> d
         "runs": runs,
         "best_speedup": max((r["speedup"] for r in runs if r["verdict"] == "accepted"
                              and r["speedup"]), default=None),
-        "final_code": revisions[-1].code if revisions else "",
+        "final_code": session.pad_text if session.pad_version or not revisions
+        else revisions[-1].code,
+        "chat": [{"at": _when(m.created_at), "into_session": _offset(session, m.created_at),
+                  "role": m.role, "author": m.author, "text": m.text}
+                 for m in session.chat_messages.all()],
+        "pad_updates": session.pad_version,
         "revision_count": len(revisions),
     }
     if for_export:
@@ -117,7 +126,7 @@ def scorecard_markdown(session: InterviewSession) -> str:
               for h in card["hints"]] or ["- none"]
     lines += ["", "## Runs", ""]
     lines += [
-        f"- {r['into_session'] or r['at']} · {r['requested_by']} · {r['verdict'] or r['status']}"
+        f"- {r['into_session'] or r['at']} · {r['requested_by']} · {r['verdict_label']}"
         + (f" · {r['speedup']:.2f}x" if r["speedup"] else "")
         for r in card["runs"]
     ] or ["- none"]
@@ -130,6 +139,40 @@ def scorecard_markdown(session: InterviewSession) -> str:
         for q in card["bank_questions"]:
             score = q["score"] if q["score"] is not None else "not scored"
             lines.append(f"- {q['question']} — {score}" + (f" — {q['note']}" if q["note"] else ""))
+    if card["chat"]:
+        lines += ["", "## Chat", ""]
+        lines += [f"- {m['into_session'] or m['at']} **{m['author']}**: {m['text']}"
+                  for m in card["chat"]]
+    fence = code_fence(card["final_code"])
     lines += ["", "## Notes", "", card["notes"] or "(none)", "", "## Final code", "",
-              "```python", card["final_code"].rstrip(), "```", ""]
+              f"{fence}python", card["final_code"].rstrip(), fence, ""]
     return "\n".join(lines)
+
+
+def code_fence(code: str) -> str:
+    """A backtick fence longer than any backtick run in `code`, so the code cannot close
+    it early and turn the rest of the file into Markdown (CommonMark allows any length)."""
+    longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def playback_data(session: InterviewSession) -> dict:
+    """The pad's history for the scorecard player: times in ms from the start, who typed,
+    the change; markers for each run and hint reveal on the same time line."""
+    start = session.started_at or session.created_at
+
+    def ms(moment) -> int:
+        return max(0, int((moment - start).total_seconds() * 1000))
+
+    updates = [[ms(created), role, author, changes] for created, role, author, changes in
+               session.pad_updates.order_by("version")
+               .values_list("created_at", "role", "author", "changes")]
+    markers = [{"t": ms(run.created_at), "kind": "run", "anchor": f"run-row-{run.pk}",
+                "label": f"Run by {run.requested_by}: "
+                         f"{verdict_label(run.verdict) or run.get_status_display()}"}
+               for run in session.runs.order_by("created_at")]
+    markers += [{"t": ms(reveal.revealed_at), "kind": "hint", "anchor": "hints-revealed",
+                 "label": f"Hint {reveal.index + 1} revealed"}
+                for reveal in session.hint_reveals.all()]
+    markers.sort(key=lambda m: m["t"])
+    return {"base": session.pad_base, "updates": updates, "markers": markers}

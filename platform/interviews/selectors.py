@@ -1,8 +1,13 @@
 """Reads for live interviews, including who may see what."""
 
+from datetime import timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from django.conf import settings
 from django.db.models import QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 
 from accounts.roles import is_author
 from interviews.models import InterviewSession
@@ -19,11 +24,22 @@ def session_for_staff(user, pk: int) -> InterviewSession:
 
 
 def session_for_candidate(token: str) -> InterviewSession:
+    """The session behind a candidate link; a renewed (old) or expired link finds nothing."""
     if not token or len(token) > 64:
         raise Http404
-    return get_object_or_404(
-        InterviewSession.objects.select_related("exercise_version"), token=token
+    session = get_object_or_404(
+        InterviewSession.objects.select_related("exercise_version", "interviewer"), token=token
     )
+    if link_expired(session):
+        raise Http404("This interview link has expired.")
+    return session
+
+
+def link_expired(session: InterviewSession, now=None) -> bool:
+    if session.ended_at is None:
+        return False
+    lifetime = timedelta(hours=settings.OVERLAP_CANDIDATE_LINK_HOURS)
+    return (now or timezone.now()) > session.ended_at + lifetime
 
 
 def revealed_hint_indexes(session: InterviewSession) -> set[int]:
@@ -42,3 +58,41 @@ def candidate_hints(session: InterviewSession) -> list[dict]:
 
 def scores_by_key(session: InterviewSession) -> dict[tuple[str, str], object]:
     return {(s.kind, s.key): s for s in session.scores.all()}
+
+
+def interviewer_display_name(session: InterviewSession) -> str:
+    user = session.interviewer
+    return user.get_full_name() or user.get_username()
+
+
+def scheduled_local(session: InterviewSession):
+    """The planned start in the session's time zone (None when not planned)."""
+    if session.scheduled_at is None:
+        return None
+    try:
+        zone = ZoneInfo(session.time_zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        zone = ZoneInfo("UTC")
+    return session.scheduled_at.astimezone(zone)
+
+
+def questions_matching(session: InterviewSession, query: str, limit: int = 20):
+    """Q&A questions not yet in the session whose text, topic or bank matches `query`."""
+    from django.db.models import Q
+
+    from qa.models import Question
+
+    found = Question.objects.filter(retired=False).select_related("bank") \
+        .exclude(pk__in=session.bank_questions.values("question"))
+    for word in query.split()[:8]:
+        found = found.filter(Q(text__icontains=word) | Q(topic__icontains=word)
+                             | Q(bank__title__icontains=word))
+    return list(found.order_by("bank__title", "position")[:limit])
+
+
+def scheduled_label(session: InterviewSession) -> str:
+    """"Tuesday 1 December 2026, 15:30 (Europe/Berlin)", or "" when not planned."""
+    local = scheduled_local(session)
+    if local is None:
+        return ""
+    return f"{local:%A} {local.day} {local:%B %Y, %H:%M} ({session.time_zone})"

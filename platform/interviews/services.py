@@ -1,10 +1,26 @@
 """Writes for live interviews. Views call these; they check state, never the templates."""
 
+from datetime import UTC, timedelta
+
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from interviews.models import CodeRevision, HintReveal, InterviewSession, Score, SessionQuestion
+from interviews import pad
+from interviews.models import (
+    ChatMessage,
+    CodeRevision,
+    HintReveal,
+    InterviewSession,
+    PadUpdate,
+    Score,
+    SessionQuestion,
+    new_token,
+)
+from interviews.push import broadcast
+
+MAX_CHAT_CHARS = 2000
+MAX_CHAT_PER_10S = 10
 
 PHASES = [key for key, _ in InterviewSession.PHASES]
 QUESTION_SCORES = (1, 2, 3, 4)
@@ -15,12 +31,12 @@ class SessionError(Exception):
 
 
 def starter_code(version) -> str:
-    return version.files.get("starter.py", "")
+    return version.files.get("starter.py", "").replace("\r\n", "\n")
 
 
 @transaction.atomic
 def session_create(*, interviewer, exercise, candidate_name: str, candidate_email: str,
-                   questions=()) -> InterviewSession:
+                   questions=(), scheduled_at=None, time_zone: str = "UTC") -> InterviewSession:
     if exercise.current_version_id is None:
         raise SessionError("This exercise has no version to run yet.")
     session = InterviewSession.objects.create(
@@ -28,6 +44,10 @@ def session_create(*, interviewer, exercise, candidate_name: str, candidate_emai
         interviewer=interviewer,
         candidate_name=candidate_name,
         candidate_email=candidate_email,
+        pad_base=starter_code(exercise.current_version),
+        pad_text=starter_code(exercise.current_version),
+        scheduled_at=scheduled_at,
+        time_zone=time_zone,
     )
     SessionQuestion.objects.bulk_create(
         SessionQuestion(session=session, question=q, position=i) for i, q in enumerate(questions)
@@ -44,6 +64,7 @@ def session_start(*, session: InterviewSession) -> None:
                 phase_started_at=now)
     if not updated:
         raise SessionError("Only a scheduled session can be started.")
+    broadcast(session.pk, "state", {"state": InterviewSession.LIVE})
 
 
 def session_set_phase(*, session: InterviewSession, phase: str) -> None:
@@ -51,8 +72,11 @@ def session_set_phase(*, session: InterviewSession, phase: str) -> None:
         raise SessionError(f"Unknown phase {phase!r}.")
     if not session.is_live:
         raise SessionError("The session is not live.")
+    if session.phase == phase:
+        return
     InterviewSession.objects.filter(pk=session.pk).update(phase=phase,
                                                           phase_started_at=timezone.now())
+    broadcast(session.pk, "state", {"state": session.state, "phase": phase})
 
 
 def session_end(*, session: InterviewSession) -> None:
@@ -60,38 +84,50 @@ def session_end(*, session: InterviewSession) -> None:
         .update(state=InterviewSession.ENDED, ended_at=timezone.now())
     if not updated:
         raise SessionError("Only a live session can be ended.")
+    pad.pad_checkpoint(session)
+    broadcast(session.pk, "state", {"state": InterviewSession.ENDED, "readonly": True})
 
 
 def latest_revision(session: InterviewSession) -> CodeRevision | None:
     return session.revisions.order_by("-number").first()
 
 
-@transaction.atomic
 def code_save(*, session: InterviewSession, code: str) -> CodeRevision:
-    """Keep every distinct saved state; saving the same code twice stores it once."""
-    locked = InterviewSession.objects.select_for_update().get(pk=session.pk)
-    if not locked.is_live:
-        raise SessionError("The session is not live; the code can't change now.")
-    if len(code.encode()) > settings.OVERLAP_MAX_CODE_BYTES:
-        raise SessionError(
-            f"The code is larger than {settings.OVERLAP_MAX_CODE_BYTES // 1024} KiB and was "
-            "not saved."
-        )
-    latest = latest_revision(locked)
-    if latest is not None and latest.code == code:
-        return latest
-    number = latest.number + 1 if latest else 1
-    return CodeRevision.objects.create(session=locked, number=number, code=code)
+    """A whole-text save from the candidate, applied to the shared pad as one change.
+
+    Saving the same code twice stores it once. The result is checkpointed as a revision
+    at once, so an acknowledged save is never lost.
+    """
+    try:
+        result = pad.pad_replace(session_id=session.pk, text=code,
+                                 author=pad.author_for_candidate(session))
+    except pad.PadRefused as exc:
+        raise SessionError(str(exc)) from exc
+    if result.updates:
+        broadcast(session.pk, "updates", {"version": result.version,
+                                          "updates": result.updates})
+    return pad.pad_checkpoint(session)
 
 
-def hint_reveal(*, session: InterviewSession, index: int, by) -> HintReveal:
+def hint_reveal(*, session: InterviewSession, index: int, by,
+                out_of_order: bool = False) -> HintReveal:
     hints = session.exercise_version.guide["hints"]
     if not 0 <= index < len(hints):
         raise SessionError("No such hint.")
     if session.is_ended:
         raise SessionError("The session has ended.")
-    reveal, _ = HintReveal.objects.get_or_create(session=session, index=index,
-                                                 defaults={"revealed_by": by})
+    revealed = set(session.hint_reveals.values_list("index", flat=True))
+    if index in revealed:
+        return session.hint_reveals.get(index=index)
+    earlier = [i for i in range(index) if i not in revealed]
+    if earlier and not out_of_order:
+        raise SessionError(f"Hint {earlier[0] + 1} has not been revealed yet; reveal hints "
+                           "in order (or confirm revealing this one out of order).")
+    reveal, created = HintReveal.objects.get_or_create(session=session, index=index,
+                                                       defaults={"revealed_by": by})
+    if created:
+        # Only the number: the candidate's page fetches the candidate-safe hint text.
+        broadcast(session.pk, "hint", {"number": index + 1})
     return reveal
 
 
@@ -135,3 +171,92 @@ def recommendation_set(*, session: InterviewSession, recommendation: str) -> Non
     if recommendation not in allowed:
         raise SessionError("Unknown recommendation.")
     InterviewSession.objects.filter(pk=session.pk).update(recommendation=recommendation)
+
+
+def readonly_set(*, session: InterviewSession, readonly: bool) -> None:
+    """The interviewer watches without typing (per session), or types along."""
+    InterviewSession.objects.filter(pk=session.pk).update(interviewer_readonly=readonly)
+    broadcast(session.pk, "readonly", {"interviewer_readonly": readonly})
+
+
+def chat_post(*, session: InterviewSession, role: str, author: str, text: str) -> ChatMessage:
+    text = (text or "").strip()
+    if not text:
+        raise SessionError("An empty message was not sent.")
+    if len(text) > MAX_CHAT_CHARS:
+        raise SessionError(f"Messages are limited to {MAX_CHAT_CHARS} characters.")
+    if role not in (PadUpdate.CANDIDATE, PadUpdate.INTERVIEWER):
+        raise SessionError("Unknown sender.")
+    if session.is_ended:
+        raise SessionError("The interview has ended.")
+    recent = session.chat_messages.filter(
+        role=role, created_at__gte=timezone.now() - timedelta(seconds=10)).count()
+    if recent >= MAX_CHAT_PER_10S:
+        raise SessionError("You are sending messages too fast; wait a few seconds.")
+    message = ChatMessage.objects.create(session=session, role=role, author=author[:200],
+                                         text=text)
+    broadcast(session.pk, "chat", {"message": chat_json(message)})
+    return message
+
+
+def chat_json(message: ChatMessage) -> dict:
+    return {"id": message.pk, "role": message.role, "author": message.author,
+            "text": message.text, "at": message.created_at.isoformat(timespec="seconds")}
+
+
+def token_renew(*, session: InterviewSession) -> str:
+    """A new candidate link; the old one stops working at once."""
+    token = new_token()
+    InterviewSession.objects.filter(pk=session.pk).update(token=token)
+    broadcast(session.pk, "revoked", {})
+    return token
+
+
+def question_add(*, session: InterviewSession, question) -> SessionQuestion:
+    """A Q&A question picked during (or before) the session, asked after the others."""
+    if session.is_ended:
+        raise SessionError("The session has ended.")
+    if question.retired:
+        raise SessionError("That question is retired.")
+    last = session.bank_questions.order_by("-position").first()
+    entry, _ = SessionQuestion.objects.get_or_create(
+        session=session, question=question,
+        defaults={"position": last.position + 1 if last else 0})
+    return entry
+
+
+def invitation_send(*, session: InterviewSession, link: str) -> None:
+    """The candidate's invitation through Django's e-mail framework (console in dev)."""
+    from django.core.mail import send_mail
+
+    from interviews.selectors import interviewer_display_name, scheduled_local
+
+    if session.is_ended:
+        raise SessionError("The session has ended; there is nothing to invite to.")
+    version = session.exercise_version
+    when = scheduled_local(session)
+    lines = [
+        f"Hello {session.candidate_name},",
+        "",
+        f"{interviewer_display_name(session)} invites you to a live coding interview: "
+        f"{version.title} ({version.time_minutes} minutes of coding).",
+        "",
+    ]
+    if when is not None:
+        utc = session.scheduled_at.astimezone(UTC)
+        lines += [f"When: {when:%A %d %B %Y, %H:%M} ({session.time_zone}; "
+                  f"{utc:%H:%M} UTC)", ""]
+    lines += [
+        "Open this link at that time (no account is needed; keep it private):",
+        link,
+        "",
+        "You will write Python in a shared editor: your interviewer sees your code as you "
+        "type and can chat with you. Until the interviewer starts, the link shows a waiting "
+        "room.",
+    ]
+    try:
+        send_mail(f"Your interview: {version.title}", "\n".join(lines),
+                  settings.DEFAULT_FROM_EMAIL, [session.candidate_email])
+    except OSError as exc:
+        raise SessionError(f"The e-mail could not be sent ({exc}).") from exc
+    InterviewSession.objects.filter(pk=session.pk).update(invited_at=timezone.now())

@@ -2,15 +2,18 @@
 
 import json
 
+from django.conf import settings
 from django.contrib import messages
-from django.http import HttpResponse, HttpResponseBadRequest
+from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
+from interviews import pad, selectors, services
 from interviews import scorecard as scorecards
-from interviews import selectors, services
 from interviews.forms import SessionForm
 from interviews.models import InterviewSession, Score
+from qa.models import Question
 from runs import services as run_services
 from runs.selectors import run_view
 
@@ -31,6 +34,8 @@ def session_new(request):
             candidate_name=form.cleaned_data["candidate_name"],
             candidate_email=form.cleaned_data["candidate_email"],
             questions=form.cleaned_data["questions"],
+            scheduled_at=form.cleaned_data.get("scheduled_at"),
+            time_zone=form.cleaned_data.get("time_zone") or "UTC",
         )
         return redirect("interviews:console", pk=session.pk)
     return render(request, "interviews/session_new.html", {"form": form})
@@ -53,12 +58,20 @@ def _console_context(request, session: InterviewSession) -> dict:
          "current": scores.get((Score.QUESTION, str(sq.question_id)))}
         for sq in session.bank_questions.select_related("question__bank")
     ]
+    missing = [i for i in range(len(guide["hints"])) if i not in revealed]
     hints = [
-        {**hint, "index": i, "number": i + 1, "reveal": revealed.get(i)}
+        {**hint, "index": i, "number": i + 1, "reveal": revealed.get(i),
+         "next": bool(missing) and missing[0] == i,
+         "first_missing": missing[0] + 1 if missing else None}
         for i, hint in enumerate(guide["hints"])
     ]
     return {
         "session": session,
+        "phase_list": _phase_list(session),
+        "allocation_seconds": session.exercise_version.time_minutes * 60,
+        "scheduled_label": selectors.scheduled_label(session),
+        "link_hours": settings.OVERLAP_CANDIDATE_LINK_HOURS,
+        "question_query": "",
         "version": session.exercise_version,
         "guide": guide,
         "hints": hints,
@@ -71,6 +84,19 @@ def _console_context(request, session: InterviewSession) -> dict:
         "runs": [run_view(run) for run in session.runs.all()[:20]],
         "phases": InterviewSession.PHASES,
     }
+
+
+def _phase_list(session: InterviewSession) -> list[dict]:
+    """Each phase with its planned minutes from the guide (the walkthrough gets what the
+    allocation leaves, at least 5 minutes)."""
+    guide = session.exercise_version.guide
+    minutes = {"introduction": guide["introduction"]["minutes"],
+               "coding": guide["coding"]["minutes"], "followups": guide["followups"]["minutes"]}
+    planned = sum(minutes.values())
+    minutes["walkthrough"] = max(5, session.exercise_version.time_minutes - planned)
+    return [{"key": key, "label": label, "minutes": minutes[key],
+             "seconds": minutes[key] * 60, "current": session.phase == key}
+            for key, label in InterviewSession.PHASES]
 
 
 def console(request, pk):
@@ -102,15 +128,45 @@ def session_end(request, pk):
 
 @require_POST
 def session_phase(request, pk):
-    return _act(request, pk,
-                lambda s: services.session_set_phase(session=s, phase=request.POST.get("phase")))
+    """Switch phase in place (htmx swaps the phase bar: no reload, no history entry)."""
+    session = selectors.session_for_staff(request.user, pk)
+    try:
+        services.session_set_phase(session=session, phase=request.POST.get("phase"))
+    except services.SessionError as exc:
+        return HttpResponseBadRequest(str(exc))
+    if not request.htmx:
+        return redirect("interviews:console", pk=pk)
+    session.refresh_from_db()
+    return render(request, "interviews/console.html#phases",
+                  {"session": session, "phase_list": _phase_list(session)})
+
+
+@require_POST
+def renew_link(request, pk):
+    session = selectors.session_for_staff(request.user, pk)
+    services.token_renew(session=session)
+    messages.success(request, "A new candidate link was issued; the old one no longer works.")
+    return redirect("interviews:console", pk=pk)
+
+
+@require_POST
+def invite(request, pk):
+    session = selectors.session_for_staff(request.user, pk)
+    link = request.build_absolute_uri(f"/c/{session.token}/")
+    try:
+        services.invitation_send(session=session, link=link)
+    except services.SessionError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Invitation e-mailed to {session.candidate_email}.")
+    return redirect("interviews:console", pk=pk)
 
 
 def live_code(request, pk):
-    """The candidate's latest saved code (polled every second by the console)."""
+    """The pad's authoritative text (the console itself gets it pushed over WebSocket)."""
     session = selectors.session_for_staff(request.user, pk)
-    response = render(request, "interviews/console.html#live-code",
-                      {"session": session, "revision": services.latest_revision(session)})
+    response = HttpResponse(format_html('<pre class="code-view" id="live-code"><code>{}</code>'
+                                        "</pre>", session.pad_text))
     if session.is_ended:
         response.status_code = STOP_POLLING
     return response
@@ -119,8 +175,9 @@ def live_code(request, pk):
 def runs_panel(request, pk):
     session = selectors.session_for_staff(request.user, pk)
     if request.method == "POST":
-        revision = services.latest_revision(session)
         try:
+            # The pad's authoritative text, as the candidate's runs.
+            revision = pad.pad_checkpoint(session)
             run_services.run_create(session=session, code=revision.code if revision else "",
                                     requested_by="interviewer")
         except run_services.RunRefused as exc:
@@ -135,7 +192,8 @@ def runs_panel(request, pk):
 def hint_reveal(request, pk, index):
     session = selectors.session_for_staff(request.user, pk)
     try:
-        services.hint_reveal(session=session, index=index, by=request.user)
+        services.hint_reveal(session=session, index=index, by=request.user,
+                             out_of_order=request.POST.get("out_of_order") == "1")
     except services.SessionError as exc:
         return HttpResponseBadRequest(str(exc))
     context = _console_context(request, session)
@@ -154,6 +212,13 @@ def score(request, pk):
     except (ValueError, services.SessionError) as exc:
         return HttpResponseBadRequest(str(exc))
     return HttpResponse('<span class="saved">Saved</span>')
+
+
+@require_POST
+def readonly(request, pk):
+    session = selectors.session_for_staff(request.user, pk)
+    services.readonly_set(session=session, readonly=request.POST.get("readonly") == "1")
+    return HttpResponse(status=204)
 
 
 @require_POST
@@ -177,9 +242,15 @@ def recommendation(request, pk):
 def scorecard(request, pk):
     session = selectors.session_for_staff(request.user, pk)
     card = scorecards.scorecard_build(session)
-    context = {"session": session, "card": card,
+    runs = [run_view(run) for run in session.runs.order_by("created_at")]
+    context = {"session": session, "card": card, "run_views": runs,
                "rev": session.revisions.order_by("-number").first()}
     return render(request, "interviews/scorecard.html", context)
+
+
+def playback_json(request, pk):
+    session = selectors.session_for_staff(request.user, pk)
+    return JsonResponse(scorecards.playback_data(session))
 
 
 def scorecard_json(request, pk):
@@ -208,3 +279,24 @@ def revision(request, pk):
         return HttpResponseBadRequest("n must be a revision number")
     rev = get_object_or_404(session.revisions, number=number)
     return render(request, "interviews/scorecard.html#revision", {"rev": rev})
+
+
+def questions(request, pk):
+    """Pick Q&A questions during the session: GET searches (question text shown), POST adds."""
+    session = selectors.session_for_staff(request.user, pk)
+    if request.method == "POST":
+        question = get_object_or_404(Question, pk=request.POST.get("question", "0") or 0)
+        try:
+            services.question_add(session=session, question=question)
+        except services.SessionError as exc:
+            return HttpResponseBadRequest(str(exc))
+        response = render(request, "interviews/console.html#bank-questions",
+                          _console_context(request, session))
+        # The picked question leaves the search results (out-of-band swap).
+        response.content += b'<ul id="question-results" class="question-results" ' \
+            b'hx-swap-oob="true"></ul>'
+        return response
+    query = request.GET.get("q", "").strip()[:200]
+    return render(request, "interviews/console.html#question-results",
+                  {"session": session, "question_query": query,
+                   "found": selectors.questions_matching(session, query)})

@@ -50,13 +50,19 @@ class Stack:
         self.children: list[Child] = []
         self.env = {**os.environ, "PYTHONPATH": f"{root / 'platform'}{os.pathsep}{root}"}
 
-    def _start(self, name: str, argv: list[str]) -> Child:
+    def _start(self, name: str, argv: list[str], env: dict | None = None) -> Child:
         self.log(f"starting {name}: {' '.join(argv)}")
-        child = Child(name, subprocess.Popen(argv, cwd=self.root, env=self.env))
+        child = Child(name, subprocess.Popen(argv, cwd=self.root, env={**self.env, **(env or {})}))
         self.children.append(child)
         return child
 
     def start(self) -> None:
+        self.start_redis()
+        self._choose_sandbox()
+        self.start_worker()
+        self.start_web()
+
+    def start_redis(self) -> None:
         if "REDIS_URL" in os.environ:
             self.log(f"using Redis at {os.environ['REDIS_URL']}")
         else:
@@ -74,16 +80,31 @@ class Stack:
             if not wait_for_port(self.redis_port):
                 raise RuntimeError(f"Redis did not start on port {self.redis_port}")
             self.env["REDIS_URL"] = f"redis://127.0.0.1:{self.redis_port}/0"
-        self._choose_sandbox()
+            self.env["CHANNELS_REDIS_URL"] = f"redis://127.0.0.1:{self.redis_port}/1"
+
+    def start_worker(self) -> None:
         self._start("worker", [
             sys.executable, "-m", "celery", "-A", "overlap", "worker", "--loglevel", "INFO",
             # A GPU host also takes the `gpu` queue (OVERLAP_GPU=all or device ids).
             "--queues", "default,gpu" if os.environ.get("OVERLAP_GPU") else "default",
             "--concurrency", "2", "--hostname", "overlap-local@%h",
         ])
+
+    def start_web(self) -> None:
+        # An ASGI server: pages over HTTP and the live pad over WebSocket (Channels).
         self._start("web", [
-            sys.executable, "manage.py", "runserver", f"127.0.0.1:{self.web_port}", "--noreload",
-        ])
+            sys.executable, "-m", "uvicorn", "overlap.asgi:application",
+            "--host", "127.0.0.1", "--port", str(self.web_port),
+            "--ws", "websockets", "--ws-max-size", str(512 * 1024),
+            # Keystroke-sized messages: compressing each costs more CPU than it saves.
+            "--ws-per-message-deflate", "false",
+            "--log-level", "info", "--no-access-log",
+        ], env={
+            # The ASGI server runs the ORM in one thread per process (Channels' and
+            # Django's thread-sensitive mode), so it keeps its connection between requests
+            # instead of opening one per keystroke.
+            "DB_CONN_MAX_AGE": os.environ.get("DB_CONN_MAX_AGE", "60"),
+        })
 
     def _choose_sandbox(self) -> None:
         """Docker when an engine answers and the image exists, else bwrap, else (local

@@ -1,3 +1,7 @@
+"""The ASGI entry point (uvicorn in `make run` and production): HTTP through Django,
+WebSockets (the live pad) through Channels, with the staff login from the session cookie
+and browsers from other sites refused."""
+
 import os
 import sys
 from pathlib import Path
@@ -7,4 +11,26 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "overlap.settings")
 
 from django.core.asgi import get_asgi_application  # noqa: E402
 
-application = get_asgi_application()
+
+def build_application():
+    """A fresh application reading the settings as they are now (tests override them)."""
+    django_application = get_asgi_application()  # sets Django up before the imports below
+
+    from channels.auth import AuthMiddlewareStack
+    from channels.routing import ProtocolTypeRouter, URLRouter
+    from channels.security.websocket import AllowedHostsOriginValidator
+    from realtime.routing import websocket_urlpatterns
+
+    from security.asgi import BodySizeLimit
+
+    return ProtocolTypeRouter({
+        # Oversized bodies are refused before Django reads them (it reads the whole body
+        # before any middleware runs).
+        "http": BodySizeLimit(django_application),
+        "websocket": AllowedHostsOriginValidator(
+            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+        ),
+    })
+
+
+application = build_application()

@@ -4,6 +4,7 @@ Embedded defaults (SQLite in var/, Redis on localhost) make `make run` work on a
 machine; production sets DATABASE_URL, REDIS_URL, SECRET_KEY, ALLOWED_HOSTS.
 """
 
+import hashlib
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -72,6 +73,7 @@ INSTALLED_APPS = [
     "axes",  # login throttling (wt12b block below)
     "security",
     "monitoring",
+    "realtime",
 ]
 
 MIDDLEWARE = [
@@ -179,6 +181,13 @@ OVERLAP_SANDBOX = os.environ.get("OVERLAP_SANDBOX", "auto")
 OVERLAP_GPU = os.environ.get("OVERLAP_GPU", "")  # "", "all", or device ids "0,1"
 OVERLAP_GPU_TASK_TIME_LIMIT = env_int("OVERLAP_GPU_TASK_TIME_LIMIT", 300)
 
+# The live pad (interviews/pad.py, realtime/): bounds on what a browser may send.
+OVERLAP_PAD_MESSAGE_BYTES = env_int("OVERLAP_PAD_MESSAGE_BYTES", 256 * 1024)
+OVERLAP_PAD_UPDATES_PER_10S = env_int("OVERLAP_PAD_UPDATES_PER_10S", 200)
+OVERLAP_PAD_QUOTA_BYTES = env_int("OVERLAP_PAD_QUOTA_BYTES", 4 * 1024 * 1024)
+# The candidate's link stops working this many hours after the session ended.
+OVERLAP_CANDIDATE_LINK_HOURS = env_int("OVERLAP_CANDIDATE_LINK_HOURS", 72)
+
 # Celery, fed through Redis. JSON only; every task has explicit limits.
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 CELERY_BROKER_URL = REDIS_URL
@@ -194,6 +203,40 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# Django Channels: pushes between ASGI processes go through Redis publish/subscribe (a
+# keystroke costs one PUBLISH; a browser that misses one resyncs by version). Pub/sub
+# names ignore Redis database numbers, so the prefix keeps installations sharing one
+# Redis apart.
+CHANNELS_REDIS_URL = os.environ.get("CHANNELS_REDIS_URL", REDIS_URL)
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        "CONFIG": {
+            "hosts": [CHANNELS_REDIS_URL],
+            "prefix": os.environ.get("CHANNELS_PREFIX", "overlap-" + hashlib.sha256(
+                f"{os.environ.get('DATABASE_URL', VAR_DIR)}|{CHANNELS_REDIS_URL}".encode()
+            ).hexdigest()[:10]),
+        },
+    }
+}
+
+# E-mail (invitations), through Django 6.1's MAILERS: the console in development (the
+# message is printed by `make run`), SMTP from the environment in production.
+MAILERS = {
+    "default": {"BACKEND": "django.core.mail.backends.console.EmailBackend"} if DEBUG
+    and not os.environ.get("EMAIL_HOST") else {
+        "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+        "OPTIONS": {
+            "host": os.environ.get("EMAIL_HOST", "localhost"),
+            "port": env_int("EMAIL_PORT", 25),
+            "username": os.environ.get("EMAIL_USER", ""),
+            "password": os.environ.get("EMAIL_PASSWORD", ""),
+            "use_tls": env_bool("EMAIL_USE_TLS"),
+        },
+    }
+}
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "interviews@localhost")
 
 
 # --- Hardening and observability (issue #12, wt12b) -------------------------------------

@@ -3,24 +3,11 @@
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
+from runs.labels import VERDICT_LABELS, verdict_label
 from runs.models import Run
 from runs.timeline import timeline_svg
 
-VERDICT_TEXT = {
-    "accepted": "Accepted",
-    "wrong": "Wrong result",
-    "too_slow": "Correct, but not fast enough",
-    "timeout": "Timed out",
-    "syntax_error": "Syntax error",
-    "runtime_error": "Runtime error",
-    "missing_entry_point": "Missing entry point",
-    "memory_limit": "Memory limit exceeded",
-    "output_limit": "Too much output",
-    "disk_limit": "Disk limit exceeded",
-    "process_limit": "Too many processes",
-    "needs_gpu": "Needs a GPU",
-    "internal_error": "Internal error",
-}
+VERDICT_TEXT = VERDICT_LABELS  # kept for callers of the old name
 
 
 def run_view(run: Run) -> dict:
@@ -31,7 +18,8 @@ def run_view(run: Run) -> dict:
         "run": run,
         "active": run.is_active,
         "elapsed": max(0.0, (elapsed_to - elapsed_from).total_seconds()),
-        "verdict_text": VERDICT_TEXT.get(run.verdict, run.verdict.replace("_", " ").capitalize()),
+        "verdict_text": verdict_label(run.verdict),
+        "error_line": _error_line(result),
         "passed": result.get("status") == "pass",
         "skipped": result.get("status") == "skip",  # e.g. needs_gpu: not a failure
         "message": result.get("message", "") if run.status == Run.DONE else (
@@ -45,3 +33,10 @@ def run_view(run: Run) -> dict:
         "isolated": run.backend not in ("process",),
         "timeline": mark_safe(timeline_svg(result.get("trace"))),
     }
+
+
+def _error_line(result: dict) -> int | None:
+    """The line of the candidate's code a syntax/runtime error points at, if any."""
+    error = result.get("error")
+    line = error.get("line") if isinstance(error, dict) else None
+    return line if isinstance(line, int) and not isinstance(line, bool) and line > 0 else None

@@ -97,3 +97,38 @@ def log_in():
         page.click("main button[type=submit]")
         page.wait_for_url(f"{base_url}/exercises/")
     return _log_in
+
+
+@pytest.fixture
+def asgi_server(transactional_db, settings):
+    """The real ASGI server (uvicorn, as `make run` starts it) with the Redis channel layer,
+    in a thread of this process so it uses the test database; a free port."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    settings.ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
+    settings.WHITENOISE_USE_FINDERS = True  # serve the bundles as built, no collectstatic
+    settings.WHITENOISE_AUTOREFRESH = True
+    settings.DEBUG_PROPAGATE_EXCEPTIONS = True
+    from overlap.asgi import build_application
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(
+        build_application(), host="127.0.0.1", port=port, ws="websockets",
+        ws_per_message_deflate=False,
+        log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)

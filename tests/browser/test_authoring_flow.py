@@ -75,10 +75,10 @@ def _set_code(page, editor_id: str, code: str) -> None:
 
 
 def test_an_author_creates_validates_and_publishes_an_exercise_a_candidate_then_runs(
-        browser, live_server, worker, content, interviewer_login, artifacts, log_in,
+        browser, asgi_server, worker, content, interviewer_login, artifacts, log_in,
         transactional_db):
     _author(transactional_db)
-    base = live_server.url
+    base = asgi_server  # the ASGI server: the candidate's pad needs its WebSocket
     author = browser.new_context(viewport={"width": 1440, "height": 1000}).new_page()
     log_in(author, base, "grace")
 
@@ -164,7 +164,7 @@ def test_an_author_creates_validates_and_publishes_an_exercise_a_candidate_then_
         "v.dispatch({changes: {from: 0, to: v.state.doc.length, insert: code}}); v.focus(); }",
         version.files["solution.py"],
     )
-    expect(candidate.locator("#save-status")).to_have_text("Saved", timeout=10_000)
+    expect(candidate.locator("#pad-status")).to_have_text("All changes saved", timeout=10_000)
     candidate.keyboard.press("Control+Enter")
     expect(candidate.locator("#run-result .verdict")).to_have_text("Accepted",
                                                                    timeout=RUN_TIMEOUT_MS)

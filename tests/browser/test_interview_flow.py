@@ -22,8 +22,8 @@ def _set_code(page, code: str) -> None:
 
 
 def test_interviewer_and_candidate_run_a_session_end_to_end(
-        browser, live_server, worker, content, interviewer_login, artifacts, log_in):
-    base = live_server.url
+        browser, asgi_server, worker, content, interviewer_login, artifacts, log_in):
+    base = asgi_server
     solution = Exercise.objects.get(slug=SLUG).current_version.files["solution.py"]
 
     interviewer = browser.new_context(viewport={"width": 1440, "height": 1000}).new_page()
@@ -44,7 +44,7 @@ def test_interviewer_and_candidate_run_a_session_end_to_end(
 
     # The candidate writes the asynchronous version and runs it with Ctrl+Enter.
     _set_code(candidate, solution + "\n# converted by Lin\n")
-    expect(candidate.locator("#save-status")).to_have_text("Saved", timeout=10_000)
+    expect(candidate.locator("#pad-status")).to_have_text("All changes saved", timeout=10_000)
     candidate.keyboard.press("Control+Enter")
     expect(candidate.locator("#run-result .verdict")).to_have_text("Accepted", timeout=TIMEOUT_MS)
     expect(candidate.locator("#run-result .speedup")).to_contain_text("\u00d7 speedup")
@@ -52,11 +52,12 @@ def test_interviewer_and_candidate_run_a_session_end_to_end(
     expect(candidate.locator("#run-result .check-pass").first).to_be_visible()
 
     # The interviewer sees the new code live, and the run with its verdict.
-    expect(interviewer.locator("#live-code")).to_contain_text("# converted by Lin",
-                                                              timeout=5_000)
+    expect(interviewer.locator(".console-editor .cm-content")).to_contain_text(
+        "# converted by Lin", timeout=5_000)
     expect(interviewer.locator("#runs .verdict")).to_have_text("Accepted", timeout=10_000)
 
     # A hint revealed by the interviewer appears for the candidate.
+    interviewer.once("dialog", lambda dialog: dialog.accept())  # "Reveal hint 1 …?"
     interviewer.locator("#hints button", has_text="Reveal to candidate").first.click()
     expect(interviewer.locator("#hints .hint.revealed")).to_have_count(1)
     expect(candidate.locator("#hints .hint")).to_have_count(1, timeout=10_000)

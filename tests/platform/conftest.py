@@ -27,7 +27,8 @@ def synced(db):
 @pytest.fixture
 def interviewer(db) -> User:
     user = User.objects.create_user("ada", password="correct horse battery")
-    user.groups.add(Group.objects.get(name="interviewers"))
+    # get_or_create: a transactional test before this one flushed the migrations' groups.
+    user.groups.add(Group.objects.get_or_create(name="interviewers")[0])
     return user
 
 
@@ -40,7 +41,7 @@ def staff_client(client, interviewer):
 @pytest.fixture
 def author(db) -> User:
     user = User.objects.create_user("grace", password="correct horse battery")
-    user.groups.add(Group.objects.get(name="authors"))
+    user.groups.add(Group.objects.get_or_create(name="authors")[0])
     return user
 
 

@@ -86,3 +86,85 @@ def test_the_secrets_list_is_not_empty(synced, live_session):
     secrets = _secrets(live_session)
     assert all(secrets[kind] for kind in ("unrevealed hints", "expected answers", "rubric",
                                           "follow-ups"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_candidates_push_channel_chat_and_playback_carry_nothing_interviewer_only(
+        client, synced, interviewer):
+    """Everything the candidate's WebSocket receives during a whole session (updates from
+    both sides, cursors, chat, hint and state pushes) is searched the same way."""
+    import asyncio
+    import json
+
+    from asgiref.sync import async_to_sync
+    from django.contrib.auth.models import Group
+    from django.test import Client
+
+    from catalog.models import Exercise
+    from tests.platform.ws_client import WebsocketCommunicator
+
+    for name in ("interviewers", "authors"):
+        Group.objects.get_or_create(name=name)
+    from overlap.asgi import application
+
+    staff = Client()
+    staff.force_login(interviewer)
+    exercise = Exercise.objects.get(slug="async-gradient-accumulation")
+    questions = list(Question.objects.filter(retired=False)[:2])
+    session = services.session_create(interviewer=interviewer, exercise=exercise,
+                                      candidate_name="Lin", candidate_email="lin@example.org",
+                                      questions=questions)
+    staff.post(f"/sessions/{session.pk}/start/")
+    origin = (b"origin", b"http://testserver")
+    cookie = (b"cookie", f"sessionid={staff.cookies['sessionid'].value}".encode())
+    received: list[str] = []
+
+    async def drain(ws, seconds=0.5):
+        # (A receive that times out would cancel the application: ask first.)
+        while not await ws.receive_nothing(timeout=seconds):
+            received.append(json.dumps(await ws.receive_json_from()))
+
+    def in_thread(fn):
+        return asyncio.get_running_loop().run_in_executor(None, fn)
+
+    async def scenario():
+        cand = WebsocketCommunicator(application, f"/ws/c/{session.token}/", headers=[origin])
+        desk = WebsocketCommunicator(application, f"/ws/sessions/{session.pk}/",
+                                     headers=[origin, cookie])
+        await cand.connect()
+        await desk.connect()
+        await drain(cand)
+        n = len(session.pad_text)
+        await desk.send_json_to({"type": "push", "version": 0, "updates": [
+            {"clientID": "staff", "changes": [[0, "# the interviewer typed this\n"], n]}]})
+        await desk.send_json_to({"type": "presence", "anchor": 3, "head": 3})
+        await desk.send_json_to({"type": "chat", "text": "How would you overlap validation?"})
+        await in_thread(lambda: staff.post(f"/sessions/{session.pk}/notes/", {
+            "notes": "PRIVATE-NOTE: strong on locks, weak on shutdown"}))
+        criterion = session.exercise_version.guide["rubric"][0]
+        await in_thread(lambda: staff.post(f"/sessions/{session.pk}/score/", {
+            "kind": "rubric", "key": criterion["key"], "score": 3,
+            "note": "PRIVATE-SCORE-NOTE about the candidate"}))
+        await in_thread(lambda: staff.post(f"/sessions/{session.pk}/hints/0/reveal/"))
+        await in_thread(lambda: staff.post(f"/sessions/{session.pk}/phase/",
+                                           {"phase": "walkthrough"}))
+        await in_thread(lambda: staff.post(f"/sessions/{session.pk}/readonly/",
+                                           {"readonly": "1"}))
+        await in_thread(lambda: staff.post(f"/sessions/{session.pk}/questions/",
+                                           {"question": questions[0].pk}))
+        await cand.send_json_to({"type": "chat", "text": "I would use a second stream."})
+        await drain(cand)
+        await in_thread(lambda: staff.post(f"/sessions/{session.pk}/end/"))
+        await drain(cand)
+        await cand.disconnect()
+        await desk.disconnect()
+
+    async_to_sync(scenario)()
+    seen = "\n".join(received)
+    assert "# the interviewer typed this" in seen and "second stream" in seen
+    assert '"type": "hint"' in seen  # the reveal did arrive (as a number only)
+    # The candidate's link never opens the playback or the scorecard.
+    assert client.get(f"/sessions/{session.pk}/playback.json").status_code == 302
+    leaks = {kind: [text[:60] for text in texts if text and text.strip()[:200] in seen]
+             for kind, texts in _secrets(session).items()}
+    assert {kind: found for kind, found in leaks.items() if found} == {}

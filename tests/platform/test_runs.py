@@ -128,3 +128,16 @@ def test_gpu_runs_get_the_longer_task_limit_and_needs_gpu_is_not_a_failure(live_
     view = run_view(Run.objects.get(pk=run.pk))
     assert view["verdict_text"] == "Needs a GPU"
     assert view["skipped"] and not view["passed"]
+
+
+def test_a_failed_run_carries_its_error_line_and_no_half_filled_times(client, live_session):
+    client.post(f"/c/{live_session.token}/run/", {"code": "x = 1\nboom()\n"})
+    run = live_session.runs.get()
+    type(run).objects.filter(pk=run.pk).update(status="done", verdict="runtime_error", result={
+        "status": "error", "verdict": "runtime_error", "message": "NameError: boom",
+        "checks": [], "metrics": {"baseline_time": 1.5, "candidate_time": None},
+        "trace": {"baseline": {"makespan": 1.0, "spans": []}, "candidate": None},
+        "error": {"type": "exception", "line": 2, "traceback": "..."}})
+    html = client.get(f"/c/{live_session.token}/runs/{run.pk}/").content.decode()
+    assert 'data-error-line="2"' in html and "line 2" in html
+    assert "yours" not in html and "<svg" not in html  # no "yours s", no empty chart

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def finished_session(staff_client, live_session, interviewer):
     token = live_session.token
-    staff_client.post(f"/sessions/{live_session.pk}/hints/1/reveal/")
+    staff_client.post(f"/sessions/{live_session.pk}/hints/1/reveal/", {"out_of_order": "1"})
     criterion = live_session.exercise_version.guide["rubric"][0]
     staff_client.post(f"/sessions/{live_session.pk}/score/",
                       {"kind": "rubric", "key": criterion["key"], "score": 4, "note": "tidy"})

@@ -1,4 +1,6 @@
 // Every element with data-since="<ISO time>" shows mm:ss elapsed (until data-until, if set).
+// With data-budget="<seconds>" it counts down instead: "mm:ss left", then "+mm:ss over"
+// (class "overtime") once the budget is spent.
 (function () {
   function format(seconds) {
     seconds = Math.max(0, Math.floor(seconds));
@@ -10,7 +12,14 @@
       var since = Date.parse(el.dataset.since);
       if (isNaN(since)) return;
       var until = el.dataset.until ? Date.parse(el.dataset.until) : Date.now();
-      el.textContent = format((until - since) / 1000);
+      var elapsed = (until - since) / 1000;
+      if (el.dataset.budget) {
+        var left = Number(el.dataset.budget) - elapsed;
+        el.textContent = left >= 0 ? format(left) + " left" : "+" + format(-left) + " over";
+        el.classList.toggle("overtime", left < 0);
+      } else {
+        el.textContent = format(elapsed);
+      }
     });
   }
   document.addEventListener("DOMContentLoaded", tick);

@@ -1,0 +1,407 @@
+// The live pad: one document shared by the candidate and the interviewers, edited at once.
+//
+// CodeMirror 6 with @codemirror/collab; the server is the authority (it keeps the text and
+// the ordered list of updates). Local changes are sent with the version they were made on;
+// when someone else got there first, the server's updates arrive, collab rebases ours on
+// top and we send again. Nothing acknowledged is lost, and nothing typed either: changes
+// not yet confirmed are kept in localStorage (per tab) and sent after a reload or when the
+// connection comes back. Run waits until the server has every change, and refuses offline.
+import { EditorView, basicSetup } from "codemirror";
+import { Decoration, WidgetType, keymap } from "@codemirror/view";
+import { ChangeSet, Compartment, EditorState, StateEffect, StateField } from "@codemirror/state";
+import { indentWithTab } from "@codemirror/commands";
+import { indentUnit } from "@codemirror/language";
+import { python } from "@codemirror/lang-python";
+import { collab, getSyncedVersion, receiveUpdates, sendableUpdates } from "@codemirror/collab";
+
+const PRESENCE_EVERY_MS = 60;
+const COLORS = 6; // .peer-0 … .peer-5 in site.css (classes, not inline styles: CSP)
+
+// ---- remote cursors and selections, each with its owner's name -------------------------
+const setPeer = StateEffect.define();
+const setErrorLine = StateEffect.define();
+
+class CursorWidget extends WidgetType {
+  constructor(name, color) { super(); this.name = name; this.color = color; }
+  eq(other) { return other.name === this.name && other.color === this.color; }
+  toDOM() {
+    const wrap = document.createElement("span");
+    wrap.className = `remote-cursor peer-${this.color}`;
+    const label = document.createElement("span");
+    label.className = "remote-cursor-name";
+    label.textContent = this.name;
+    wrap.appendChild(label);
+    return wrap;
+  }
+  ignoreEvent() { return true; }
+}
+
+const peersField = StateField.define({
+  create: () => new Map(),
+  update(peers, tr) {
+    let next = peers;
+    // A peer's positions come from its own copy of the text, which may be ahead of ours:
+    // clamp them before mapping them through our changes.
+    const before = tr.startState.doc.length, after = tr.newDoc.length;
+    if (tr.docChanged && peers.size) {
+      next = new Map();
+      for (const [id, p] of peers) {
+        next.set(id, { ...p, anchor: tr.changes.mapPos(Math.min(p.anchor, before)),
+                       head: tr.changes.mapPos(Math.min(p.head, before)) });
+      }
+    }
+    for (const effect of tr.effects) {
+      if (!effect.is(setPeer)) continue;
+      if (next === peers) next = new Map(peers);
+      const p = effect.value;
+      if (p.anchor == null) next.delete(p.peer);
+      else next.set(p.peer, { ...p, anchor: Math.min(p.anchor, after), head: Math.min(p.head, after) });
+    }
+    return next;
+  },
+  provide: (field) => EditorView.decorations.compute([field], (state) => {
+    const length = state.doc.length;
+    const ranges = [];
+    for (const p of state.field(field).values()) {
+      const anchor = Math.min(p.anchor, length), head = Math.min(p.head, length);
+      const from = Math.min(anchor, head), to = Math.max(anchor, head);
+      if (from < to) {
+        ranges.push(Decoration.mark({ class: `remote-selection peer-${p.color}` }).range(from, to));
+      }
+      ranges.push(Decoration.widget({ widget: new CursorWidget(p.name, p.color), side: 1 }).range(head));
+    }
+    return Decoration.set(ranges, true);
+  }),
+});
+
+const errorLineField = StateField.define({
+  create: () => Decoration.none,
+  update(deco, tr) {
+    deco = deco.map(tr.changes);
+    for (const effect of tr.effects) {
+      if (!effect.is(setErrorLine)) continue;
+      const line = effect.value;
+      if (!line || line > tr.state.doc.lines) { deco = Decoration.none; continue; }
+      const start = tr.state.doc.line(line).from;
+      deco = Decoration.set([Decoration.line({ class: "cm-error-line", attributes: { title: "The error is on this line" } }).range(start)]);
+    }
+    return deco;
+  },
+  provide: (field) => EditorView.decorations.from(field),
+});
+
+// ---- small helpers -----------------------------------------------------------------------
+function randomId() {
+  const bytes = new Uint8Array(9);
+  crypto.getRandomValues(bytes);
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+function colorFor(name) {
+  let hash = 0;
+  for (const ch of name) hash = (hash * 31 + ch.charCodeAt(0)) >>> 0;
+  return hash % COLORS;
+}
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text != null) node.textContent = text;
+  return node;
+}
+
+// ---- the pad -------------------------------------------------------------------------------
+function setup(host) {
+  const role = host.dataset.role;
+  const storagePrefix = host.dataset.storageKey;
+  const status = document.getElementById("pad-status");
+  const tabKey = `${storagePrefix}:client`;
+  let clientID = sessionStorage.getItem(tabKey);
+  if (!clientID) { clientID = randomId(); sessionStorage.setItem(tabKey, clientID); }
+  const pendingKey = `${storagePrefix}:pending:${clientID}`;
+
+  let view = null;
+  let restoring = false; // re-applying changes kept from before a reload: no push yet
+  let socket = null;
+  let online = false;
+  let pushing = false;
+  let retryMs = 500;
+  let lastPresence = 0;
+  let presenceTimer = null;
+  let readonly = host.dataset.readonly === "true";
+  let follow = role === "interviewer";
+  const editable = new Compartment();
+  const waiters = [];
+
+  function show(text, kind) {
+    if (!status) return;
+    status.textContent = text;
+    status.dataset.kind = kind || "";
+  }
+  function readPending() {
+    try { return JSON.parse(localStorage.getItem(pendingKey) || "null"); } catch { return null; }
+  }
+  function remember() {
+    if (!view) return;
+    const updates = sendableUpdates(view.state);
+    try {
+      if (!updates.length) localStorage.removeItem(pendingKey);
+      else localStorage.setItem(pendingKey, JSON.stringify({
+        version: getSyncedVersion(view.state), updates: updates.map((u) => u.changes.toJSON()),
+      }));
+    } catch { /* storage full or disabled: the in-memory copy still syncs */ }
+  }
+  function synced() { return !!view && online && sendableUpdates(view.state).length === 0; }
+  function settle() {
+    if (!view) return;
+    const waiting = sendableUpdates(view.state).length;
+    if (!online) show("Offline: your changes are kept here and will sync when the connection is back", "offline");
+    else if (waiting) show("Syncing…", "busy");
+    else show(readonly ? "Read-only" : "All changes saved", readonly ? "readonly" : "ok");
+    if (synced()) while (waiters.length) waiters.shift()(true);
+  }
+
+  function send(message) {
+    if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify(message));
+  }
+  function push() {
+    if (!view || pushing || !online || restoring) return;
+    const updates = sendableUpdates(view.state);
+    if (!updates.length) return;
+    pushing = true;
+    const sel = view.state.selection.main;
+    send({
+      type: "push", version: getSyncedVersion(view.state),
+      updates: updates.map((u) => ({ clientID: u.clientID, changes: u.changes.toJSON() })),
+      cursor: { anchor: sel.anchor, head: sel.head }, // our cursor rides along with the text
+    });
+    lastPresence = Date.now();
+  }
+  function receive(version, updates) {
+    const local = getSyncedVersion(view.state);
+    if (version > local) { send({ type: "pull", version: local }); return; }
+    const fresh = updates.slice(local - version);
+    if (!fresh.length) return;
+    view.dispatch(receiveUpdates(view.state, fresh.map((u) => ({
+      clientID: u.clientID, changes: ChangeSet.fromJSON(u.changes),
+    }))));
+    remember(); // confirmed changes leave the local copy
+  }
+  function sendPresence() {
+    presenceTimer = null;
+    if (!view || !online) return;
+    lastPresence = Date.now();
+    const sel = view.state.selection.main;
+    send({ type: "presence", anchor: sel.anchor, head: sel.head });
+  }
+  function presenceSoon() {
+    if (presenceTimer) return;
+    presenceTimer = setTimeout(sendPresence, Math.max(0, PRESENCE_EVERY_MS - (Date.now() - lastPresence)));
+  }
+  function applyReadonly(value) {
+    readonly = value;
+    if (view) view.dispatch({ effects: editable.reconfigure([EditorState.readOnly.of(value), EditorView.editable.of(!value)]) });
+    document.body.classList.toggle("pad-readonly", value);
+    settle();
+  }
+
+  function createEditor(hello) {
+    const pending = readPending();
+    const form = document.getElementById("run-form");
+    const extensions = [
+      keymap.of([{ key: "Mod-Enter", preventDefault: true, run: () => { if (form) form.requestSubmit(); return true; } }, indentWithTab]),
+      basicSetup,
+      python(),
+      indentUnit.of("    "),
+      EditorState.tabSize.of(4),
+      EditorView.lineWrapping,
+      // CodeMirror injects its theme as a <style>: the CSP lets it in with the page's nonce.
+      EditorView.cspNonce.of(document.querySelector('meta[name="csp-nonce"]')?.content || ""),
+      collab({ startVersion: hello.version, clientID }),
+      peersField,
+      errorLineField,
+      editable.of([EditorState.readOnly.of(readonly), EditorView.editable.of(!readonly)]),
+      EditorView.contentAttributes.of({ "aria-label": "Code editor (shared with your " + (role === "candidate" ? "interviewer" : "candidate") + ")" }),
+      EditorView.updateListener.of((update) => {
+        if (update.docChanged) { remember(); push(); settle(); }
+        if (update.selectionSet && !update.docChanged) presenceSoon(); // typing: sent with the push
+      }),
+    ];
+    host.textContent = "";
+    view = new EditorView({ state: EditorState.create({ doc: hello.doc, extensions }), parent: host });
+    window.overlapEditor = view;
+    // Changes typed before a reload (or while offline) that the server may not have yet.
+    if (pending && pending.version === hello.version) {
+      restoring = true;
+      for (const changes of pending.updates) {
+        try { view.dispatch({ changes: ChangeSet.fromJSON(changes) }); } catch { break; }
+      }
+      restoring = false;
+    }
+    setupFollow();
+  }
+
+  function setupFollow() {
+    const toggle = document.getElementById("follow-toggle");
+    if (!toggle) return;
+    toggle.checked = follow;
+    toggle.addEventListener("change", () => { follow = toggle.checked; });
+    // Scrolling by hand always wins: following stops, nothing pulls the view back.
+    const stop = () => { if (follow) { follow = false; toggle.checked = false; } };
+    view.scrollDOM.addEventListener("wheel", stop, { passive: true });
+    view.scrollDOM.addEventListener("touchmove", stop, { passive: true });
+    view.scrollDOM.addEventListener("keydown", (e) => { if (["PageUp", "PageDown"].includes(e.key)) stop(); });
+  }
+
+  function onPresence(message) {
+    if (!view || message.peer === (window.overlapPad.you || {}).peer) return;
+    view.dispatch({ effects: setPeer.of({
+      peer: message.peer, name: message.name, role: message.role,
+      anchor: message.anchor, head: message.head, color: colorFor(message.name || "?"),
+    }) });
+    if (follow && message.role === "candidate" && message.head != null) {
+      const head = Math.min(message.head, view.state.doc.length);
+      view.dispatch({ effects: EditorView.scrollIntoView(head, { y: "nearest" }) });
+    }
+  }
+
+  function onMessage(event) {
+    const message = JSON.parse(event.data);
+    switch (message.type) {
+      case "hello":
+        window.overlapPad.you = message.you;
+        if (!view) createEditor(message);
+        applyReadonly(message.readonly);
+        receive(message.version, message.updates);
+        chat.reset(message.chat || []);
+        if (message.head > getSyncedVersion(view.state)) send({ type: "pull", version: getSyncedVersion(view.state) });
+        push();
+        presenceSoon();
+        break;
+      case "updates":
+        receive(message.version, message.updates);
+        if (message.cursor) onPresence(message.cursor);
+        if (message.pushed) pushing = false; // our own, accepted
+        push();
+        break;
+      case "pushed":
+        pushing = false;
+        if (message.refused) { show(message.refused, "error"); setTimeout(push, 2000); break; }
+        if (!message.ok) send({ type: "pull", version: getSyncedVersion(view.state) });
+        else push();
+        break;
+      case "presence": onPresence(message); break;
+      case "chat": chat.add(message.message); break;
+      case "refused": show(message.message, "error"); break;
+      case "readonly":
+        if (role === "interviewer" && message.interviewer_readonly != null) applyReadonly(message.interviewer_readonly);
+        break;
+      case "state":
+        if (message.state === "ended") applyReadonly(true);
+        document.dispatchEvent(new CustomEvent("overlap:state", { detail: message }));
+        break;
+      case "hint": document.dispatchEvent(new CustomEvent("overlap:hint", { detail: message })); break;
+      case "revoked": show("This link is no longer valid; ask your interviewer for the new one.", "error"); break;
+    }
+    settle();
+  }
+
+  let reconnectTimer = null;
+  function connect() {
+    reconnectTimer = null;
+    if (socket && socket.readyState <= WebSocket.OPEN) return;
+    const version = view ? getSyncedVersion(view.state) : (readPending() || {}).version;
+    const url = new URL(host.dataset.wsUrl, window.location.href);
+    url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+    if (version != null) url.search = `?v=${version}`;
+    const ws = new WebSocket(url);
+    socket = ws;
+    ws.addEventListener("open", () => { online = true; retryMs = 500; });
+    ws.addEventListener("message", onMessage);
+    ws.addEventListener("close", (event) => {
+      if (socket !== ws) return;
+      online = false; pushing = false;
+      settle();
+      if (event.code === 4403 || event.code === 4410) { show("This link is no longer valid.", "error"); return; }
+      if (!reconnectTimer) reconnectTimer = setTimeout(connect, retryMs);
+      retryMs = Math.min(retryMs * 2, 5000);
+    });
+  }
+  // The browser knows first: offline means no pretending (changes queue, Run refuses).
+  window.addEventListener("offline", () => { if (socket) socket.close(); online = false; settle(); });
+  window.addEventListener("online", () => {
+    if (reconnectTimer) { clearTimeout(reconnectTimer); reconnectTimer = null; }
+    retryMs = 500;
+    connect();
+  });
+
+  // ---- chat ----
+  const chat = (() => {
+    const log = document.getElementById("chat-log");
+    const chatForm = document.getElementById("chat-form");
+    const seen = new Set();
+    function add(m) {
+      if (!log || !m || seen.has(m.id)) return;
+      seen.add(m.id);
+      const item = el("li", `chat-message chat-${m.role}`);
+      const when = new Date(m.at);
+      item.append(el("strong", "chat-author", m.author), el("time", "muted small", when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })), el("p", "chat-text", m.text));
+      log.appendChild(item);
+      log.scrollTop = log.scrollHeight;
+      if (m.role !== role) document.dispatchEvent(new CustomEvent("overlap:chat", { detail: m }));
+    }
+    function reset(messages) { messages.forEach(add); }
+    if (chatForm) {
+      chatForm.addEventListener("submit", (e) => {
+        e.preventDefault();
+        const input = chatForm.querySelector("[name=text]");
+        if (!input.value.trim()) return;
+        if (!online) { show("Offline: the message was not sent", "offline"); return; }
+        send({ type: "chat", text: input.value });
+        input.value = "";
+      });
+    }
+    return { add, reset };
+  })();
+
+  // ---- Run: only with every change on the server (it grades its own copy) ----
+  document.body.addEventListener("htmx:confirm", (event) => {
+    const form = event.target.closest && event.target.closest("#run-form, .run-current");
+    if (!form) return;
+    event.preventDefault();
+    const refuse = document.getElementById("run-refused");
+    if (refuse) refuse.textContent = "";
+    if (!online) {
+      if (refuse) refuse.textContent = "You are offline: your code is kept here, and Run works again when the connection is back.";
+      return;
+    }
+    const versionInput = form.querySelector("[name=version]");
+    const go = () => { if (versionInput) versionInput.value = getSyncedVersion(view.state); event.detail.issueRequest(true); };
+    if (synced()) { go(); return; }
+    show("Syncing before the run…", "busy");
+    const timer = setTimeout(() => { if (refuse) refuse.textContent = "Your latest changes have not reached the server yet; try Run again in a moment."; }, 5000);
+    waiters.push(() => { clearTimeout(timer); go(); });
+  });
+
+  // ---- the error line of the latest run, marked in the editor ----
+  const results = document.getElementById("run-result") || document.getElementById("runs");
+  if (results) {
+    const mark = () => {
+      if (!view) return;
+      const run = results.querySelector(".run[data-error-line]");
+      view.dispatch({ effects: setErrorLine.of(run ? Number(run.dataset.errorLine) : 0) });
+    };
+    new MutationObserver(mark).observe(results, { childList: true, subtree: true });
+  }
+
+  window.overlapPad = {
+    synced,
+    version: () => (view ? getSyncedVersion(view.state) : -1),
+    peers: () => (view ? Array.from(view.state.field(peersField).values()).map((p) => p.name) : []),
+    setFollow: (value) => { follow = value; },
+  };
+  connect();
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  const host = document.getElementById("editor");
+  if (host && host.dataset.wsUrl) setup(host);
+});

@@ -1,0 +1,276 @@
+"""The pad's WebSocket: one connection per open editor, candidate or interviewer.
+
+Client → server (JSON):
+  {"type": "push", "version": V, "updates": [{"clientID", "changes"}], "cursor": {…}}
+  {"type": "pull", "version": V}
+  {"type": "presence", "anchor": a, "head": h}
+  {"type": "chat", "text": "…"}
+Server → client:
+  {"type": "hello", "version", "doc", "updates", "you", "readonly", "state", "chat"}
+  {"type": "updates", "version": V, "updates": […], "cursor"?, "pushed"?}  (V: the version
+      they start from; "pushed": the sender's own, accepted; "cursor": the typist's)
+  {"type": "pushed", "ok": false, "refused"?} · {"type": "refused", "message"}
+  {"type": "presence", "peer", "name", "role", "anchor", "head"}
+  {"type": "chat", "message"} · {"type": "state", …} · {"type": "hint", "number"}
+
+The candidate's connection is opened with the session token; it receives only what the
+candidate may see (the shared text, names, chat, state, the number of a revealed hint).
+Interviewers need a staff login and see only their own sessions, as on the pages.
+"""
+
+import json
+import time
+
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection
+from django.http import Http404
+
+from accounts.roles import is_staff_member
+from interviews import pad, selectors, services
+from interviews.models import InterviewSession, PadUpdate
+from interviews.push import group_name
+
+CLOSE_NOT_ALLOWED = 4403
+CLOSE_GONE = 4410
+PRESENCE_MIN_INTERVAL = 0.03
+# Fields of a group event each side may receive (anything else is dropped).
+CANDIDATE_EVENTS = {
+    "updates": ("version", "updates", "cursor"),
+    "presence": ("peer", "name", "role", "anchor", "head"),
+    "chat": ("message",),
+    "state": ("state", "phase", "readonly"),
+    "readonly": (),
+    "hint": ("number",),
+    "revoked": (),
+}
+INTERVIEWER_EVENTS = {**CANDIDATE_EVENTS, "readonly": ("interviewer_readonly",)}
+
+
+def _keystroke_db(fn):
+    """Run `fn` in a worker thread that keeps its database connection between keystrokes.
+
+    Not thread-sensitive: pushes to different sessions run in parallel (each session's
+    row lock orders its own) instead of queueing behind one thread. Channels'
+    database_sync_to_async would also check the connection before every call (a round
+    trip per keystroke); here a connection found broken is replaced and the call retried
+    once (the push is a transaction: it either happened or not).
+    """
+    def run(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (InterfaceError, OperationalError):
+            connection.close()
+            return fn(*args, **kwargs)
+
+    return sync_to_async(run, thread_sensitive=False)
+
+
+class PadConsumer(AsyncWebsocketConsumer):
+    role = ""
+    allowed = CANDIDATE_EVENTS
+
+    async def connect(self):
+        session = await self._load_session()
+        if session is None:
+            await self.close(code=CLOSE_NOT_ALLOWED)
+            return
+        self.session_id = session.pk
+        self.author = await self._author(session)
+        self.group = group_name(session.pk)
+        self.last_presence = 0.0
+        self.tokens, self.tokens_at = float(settings.OVERLAP_PAD_UPDATES_PER_10S), time.monotonic()
+        self.closed = False
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        try:
+            since = int(self.scope.get("query_string", b"").decode().partition("v=")[2] or -1)
+        except ValueError:
+            since = -1
+        await self._send(await self._hello(since))
+
+    async def disconnect(self, code):
+        self.closed = True
+        if getattr(self, "group", None):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+            await self.channel_layer.group_send(self.group, {
+                "type": "pad.event", "kind": "presence", "origin": self.channel_name,
+                "data": {"peer": self.channel_name[-12:], "name": self.author.name,
+                         "role": self.author.role, "anchor": None, "head": None}})
+
+    async def receive(self, text_data=None, bytes_data=None):
+        raw = text_data or ""
+        if len(raw) > settings.OVERLAP_PAD_MESSAGE_BYTES:
+            await self._send({"type": "refused", "message": "That change is too large."})
+            return
+        try:
+            message = json.loads(raw)
+        except ValueError:
+            return
+        if not isinstance(message, dict):
+            return
+        kind = message.get("type")
+        if kind == "push":
+            await self._push(message)
+        elif kind == "pull":
+            version = message.get("version")
+            if isinstance(version, int) and version >= 0:
+                await self._send({"type": "updates", "version": version,
+                                  "updates": await self._since(version), "pulled": True})
+        elif kind == "presence":
+            await self._presence(message)
+        elif kind == "chat":
+            await self._chat(message.get("text"))
+
+    def _cursor(self, message) -> dict | None:
+        """A cursor sent along (validated), as the presence data others receive."""
+        cursor = message.get("cursor") if message.get("type") == "push" else message
+        if not isinstance(cursor, dict):
+            return None
+        anchor, head = cursor.get("anchor"), cursor.get("head")
+        if not all(isinstance(v, int) and 0 <= v <= 1_000_000 for v in (anchor, head)):
+            return None
+        return {"peer": self.channel_name[-12:], "name": self.author.name,
+                "role": self.author.role, "anchor": anchor, "head": head}
+
+    def _rate_ok(self, count: int) -> bool:
+        """A token bucket per connection (the database keeps a per-session limit too)."""
+        now = time.monotonic()
+        per_second = settings.OVERLAP_PAD_UPDATES_PER_10S / 10
+        self.tokens = min(settings.OVERLAP_PAD_UPDATES_PER_10S,
+                          self.tokens + (now - self.tokens_at) * per_second)
+        self.tokens_at = now
+        if self.tokens < count:
+            return False
+        self.tokens -= count
+        return True
+
+    async def _push(self, message):
+        version, updates = message.get("version"), message.get("updates")
+        if not isinstance(version, int) or not isinstance(updates, list):
+            return
+        if self.role == PadUpdate.CANDIDATE and not self._rate_ok(len(updates)):
+            await self._send({"type": "pushed", "ok": False, "refused":
+                              "You are sending changes too fast; they are kept and will be "
+                              "sent in a moment."})
+            return
+        try:
+            result = await _keystroke_db(pad.pad_push)(
+                session_id=self.session_id, version=version, updates=updates,
+                author=self.author, check_rate=False)
+        except pad.PadRefused as exc:
+            await self._send({"type": "pushed", "ok": False, "refused": str(exc)})
+            return
+        if not result.accepted:
+            await self._send({"type": "pushed", "ok": False})
+            return
+        data = {"version": result.version, "updates": result.updates}
+        cursor = self._cursor(message)
+        if cursor:
+            data["cursor"] = cursor
+        # The sender hears first (its confirmation), then everybody else, in one message
+        # each (the typist's cursor rides along with the text).
+        await self._send({"type": "updates", "pushed": True, **data})
+        await self.channel_layer.group_send(self.group, {
+            "type": "pad.event", "kind": "updates", "data": data, "origin": self.channel_name})
+
+    async def _presence(self, message):
+        now = time.monotonic()
+        if now - self.last_presence < PRESENCE_MIN_INTERVAL:
+            return
+        cursor = self._cursor(message)
+        if cursor is None:
+            return
+        self.last_presence = now
+        await self.channel_layer.group_send(self.group, {
+            "type": "pad.event", "kind": "presence", "origin": self.channel_name,
+            "data": cursor})
+
+    async def _chat(self, text):
+        if not isinstance(text, str):
+            return
+        try:
+            await database_sync_to_async(self._chat_post)(text)
+        except services.SessionError as exc:
+            await self._send({"type": "refused", "message": str(exc)})
+
+    def _chat_post(self, text):
+        session = InterviewSession.objects.get(pk=self.session_id)
+        services.chat_post(session=session, role=self.author.role, author=self.author.name,
+                           text=text)
+
+    async def pad_event(self, event):
+        if event.get("origin") == self.channel_name:
+            return
+        kind = event["kind"]
+        if kind not in self.allowed:
+            return
+        if kind == "revoked" and self.role == PadUpdate.CANDIDATE:
+            await self._send({"type": "revoked"})
+            await self.close(code=CLOSE_GONE)
+            return
+        data = event.get("data") or {}
+        await self._send({"type": kind, **{key: data.get(key) for key in self.allowed[kind]
+                                            if key in data}})
+
+    async def _send(self, message: dict) -> None:
+        if not getattr(self, "closed", False):
+            await self.send(text_data=json.dumps(message, separators=(",", ":")))
+
+    @database_sync_to_async
+    def _since(self, version: int) -> list[dict]:
+        session = InterviewSession.objects.get(pk=self.session_id)
+        return pad.pad_updates_since(session, version)
+
+    @database_sync_to_async
+    def _hello(self, since: int) -> dict:
+        session = InterviewSession.objects.get(pk=self.session_id)
+        version = since if 0 <= since <= session.pad_version else session.pad_version
+        doc = session.pad_text if version == session.pad_version else \
+            pad.pad_text_at(session, version)
+        readonly = session.state != InterviewSession.LIVE or (
+            self.role == PadUpdate.INTERVIEWER and session.interviewer_readonly)
+        return {
+            "type": "hello", "version": version, "doc": doc, "head": session.pad_version,
+            "updates": pad.pad_updates_since(session, version),
+            "you": {"role": self.author.role, "name": self.author.name,
+                    "peer": self.channel_name[-12:]},
+            "readonly": readonly, "state": session.state,
+            "chat": [services.chat_json(m) for m in session.chat_messages.all()[:500]],
+        }
+
+
+class CandidatePadConsumer(PadConsumer):
+    role = PadUpdate.CANDIDATE
+    allowed = CANDIDATE_EVENTS
+
+    @database_sync_to_async
+    def _load_session(self):
+        try:
+            return selectors.session_for_candidate(self.scope["url_route"]["kwargs"]["token"])
+        except Http404:
+            return None
+
+    @database_sync_to_async
+    def _author(self, session):
+        return pad.author_for_candidate(session)
+
+
+class InterviewerPadConsumer(PadConsumer):
+    role = PadUpdate.INTERVIEWER
+    allowed = INTERVIEWER_EVENTS
+
+    @database_sync_to_async
+    def _load_session(self):
+        user = self.scope.get("user")
+        # WebSockets pass no Django middleware: the staff group check is made here too.
+        if user is None or not user.is_authenticated or not is_staff_member(user):
+            return None
+        return selectors.sessions_visible_to(user) \
+            .filter(pk=self.scope["url_route"]["kwargs"]["pk"]).first()
+
+    @database_sync_to_async
+    def _author(self, session):
+        return pad.author_for_interviewer(self.scope["user"])

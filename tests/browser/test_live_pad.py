@@ -1,0 +1,181 @@
+"""The shared pad in two real browsers through the real ASGI server and Redis channel layer:
+the interviewer and the candidate type into one document at the same time."""
+
+import time
+
+from playwright.sync_api import expect
+
+from catalog.models import Exercise
+from interviews import services
+from interviews.models import InterviewSession
+
+SLUG = "async-parameter-server"
+ROUNDS = 20  # x 10 characters each side = 200 characters each
+
+
+def _live_session(interviewer) -> InterviewSession:
+    session = services.session_create(interviewer=interviewer,
+                                      exercise=Exercise.objects.get(slug=SLUG),
+                                      candidate_name="Lin Chen",
+                                      candidate_email="lin@example.org")
+    services.session_start(session=session)
+    session.refresh_from_db()
+    return session
+
+
+def _doc(page) -> str:
+    return page.evaluate("window.overlapEditor.state.doc.toString()")
+
+
+def _wait_synced(page) -> None:
+    page.wait_for_function("window.overlapPad && window.overlapPad.synced()", timeout=30_000)
+
+
+def _converge(session, *pages) -> str:
+    """Wait until every page shows the server's text; return it."""
+    for page in pages:
+        _wait_synced(page)
+    deadline = time.monotonic() + 30
+    while True:
+        session.refresh_from_db()
+        if all(_doc(page) == session.pad_text for page in pages):
+            return session.pad_text
+        assert time.monotonic() < deadline, "the pages did not converge on the server's text"
+        pages[0].wait_for_timeout(200)
+
+
+def _open_pads(browser, base, session, log_in, width=1440):
+    interviewer = browser.new_context(viewport={"width": width, "height": 1000}).new_page()
+    log_in(interviewer, base, "ada")
+    interviewer.goto(f"{base}/sessions/{session.pk}/")
+    candidate = browser.new_context(viewport={"width": width, "height": 1000}).new_page()
+    candidate.goto(f"{base}/c/{session.token}/")
+    for page in (interviewer, candidate):
+        expect(page.locator(".cm-editor")).to_be_visible()
+        _wait_synced(page)
+    return interviewer, candidate
+
+
+def test_interviewer_and_candidate_type_at_once_and_end_with_the_same_text(
+        browser, asgi_server, content, interviewer_login, log_in, artifacts):
+    session = _live_session(interviewer_login)
+    start = session.pad_text
+    interviewer, candidate = _open_pads(browser, asgi_server, session, log_in)
+
+    errors = []
+    for page in (interviewer, candidate):
+        page.on("pageerror", lambda error: errors.append(error))
+    # The candidate writes at the end of the file, the interviewer at the end of line 1.
+    candidate.locator(".cm-content").click()
+    candidate.keyboard.press("Control+End")
+    interviewer.locator(".cm-content").click()
+    interviewer.keyboard.press("Control+Home")
+    interviewer.keyboard.press("End")
+    typed = {"candidate": "", "interviewer": ""}
+    for i in range(ROUNDS):
+        chunk = f"C{i:03d}-abcd "
+        candidate.keyboard.type(chunk)  # no waiting in between: the pushes cross
+        typed["candidate"] += chunk
+        chunk = f"I{i:03d}-wxyz "
+        interviewer.keyboard.type(chunk)
+        typed["interviewer"] += chunk
+    _converge(session, candidate, interviewer)
+
+    session.refresh_from_db()
+    on_candidate, on_interviewer = _doc(candidate), _doc(interviewer)
+    assert on_candidate == on_interviewer == session.pad_text
+    lines = session.pad_text.split("\n")
+    assert lines[0] == start.split("\n")[0] + typed["interviewer"]
+    assert lines[-1] == typed["candidate"]
+    assert len(session.pad_text) == len(start) + 400  # nothing lost, nothing doubled
+    assert errors == []
+    assert session.pad_updates.filter(role="candidate").exists()
+    assert session.pad_updates.filter(role="interviewer", author="ada").exists()
+
+    # Each side sees the other's named cursor.
+    expect(interviewer.locator(".remote-cursor-name", has_text="Lin Chen")).to_be_visible()
+    assert "ada" in candidate.evaluate("window.overlapPad.peers()")
+    candidate.keyboard.press("Control+Home")  # line 1, where the interviewer typed
+    expect(candidate.locator(".remote-cursor-name", has_text="ada")).to_be_visible()
+    interviewer.screenshot(path=str(artifacts / "pad-interviewer-1440.png"))
+    candidate.screenshot(path=str(artifacts / "pad-candidate-1440.png"))
+
+
+def test_a_reload_and_an_offline_spell_lose_nothing_and_run_refuses_offline(
+        browser, asgi_server, content, interviewer_login, log_in):
+    session = _live_session(interviewer_login)
+    interviewer, candidate = _open_pads(browser, asgi_server, session, log_in)
+    candidate.locator(".cm-content").click()
+    candidate.keyboard.press("Control+End")
+
+    candidate.context.set_offline(True)
+    candidate.keyboard.type("# typed while offline")
+    expect(candidate.locator("#pad-status")).to_contain_text("Offline", timeout=10_000)
+    candidate.locator("#run-button").click()
+    expect(candidate.locator("#run-refused")).to_contain_text("offline")
+    assert session.runs.count() == 0
+
+    # Back online: the change reaches the server and the interviewer.
+    candidate.context.set_offline(False)
+    _wait_synced(candidate)
+    expect(interviewer.locator(".cm-content")).to_contain_text("# typed while offline")
+
+    # Typed, then reloaded at once: still there after the reload.
+    candidate.locator(".cm-content").click()
+    candidate.keyboard.press("Control+End")
+    candidate.keyboard.type(" and before a reload")
+    candidate.reload()
+    candidate.wait_for_function(
+        "() => window.overlapEditor && window.overlapEditor.state.doc.toString()"
+        ".includes('and before a reload')", timeout=10_000)
+    _wait_synced(candidate)
+    session.refresh_from_db()
+    assert session.pad_text.rstrip().endswith("# typed while offline and before a reload")
+    interviewer.wait_for_function("t => window.overlapEditor.state.doc.toString() === t",
+                                  arg=session.pad_text, timeout=10_000)
+
+
+def test_following_the_candidate_never_pulls_a_scrolled_view_back(
+        browser, asgi_server, content, interviewer_login, log_in):
+    session = _live_session(interviewer_login)
+    interviewer, candidate = _open_pads(browser, asgi_server, session, log_in)
+    scroller = interviewer.locator(".console-editor .cm-scroller")
+    candidate.locator(".cm-content").click()
+    candidate.keyboard.press("Control+End")
+    candidate.keyboard.type("# at the end")
+    expect(interviewer.locator(".remote-cursor-name", has_text="Lin Chen")).to_be_visible()
+    # The interviewer scrolls up by hand: following stops and the view stays put.
+    scroller.hover()
+    interviewer.mouse.wheel(0, -5000)
+    interviewer.wait_for_timeout(300)
+    expect(interviewer.locator("#follow-toggle")).not_to_be_checked()
+    top = scroller.evaluate("el => el.scrollTop")
+    candidate.keyboard.type(" and more")
+    interviewer.wait_for_timeout(1500)
+    assert scroller.evaluate("el => el.scrollTop") == top
+
+
+def test_two_tabs_merge_indentation_is_four_spaces_and_the_error_line_is_marked(
+        browser, asgi_server, content, interviewer_login):
+    session = _live_session(interviewer_login)
+    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    first, second = context.new_page(), context.new_page()  # two tabs, one browser
+    for page in (first, second):
+        page.goto(f"{asgi_server}/c/{session.token}/")
+        expect(page.locator(".cm-editor")).to_be_visible()
+        _wait_synced(page)
+    first.locator(".cm-content").click()
+    first.keyboard.press("Control+Home")
+    first.keyboard.type("def helper():\nreturn 1\n")
+    second.locator(".cm-content").click()
+    second.keyboard.press("Control+End")
+    second.keyboard.type("# from the second tab")
+    _converge(session, first, second)
+    assert session.pad_text.startswith("def helper():\n    return 1\n")  # 4 spaces
+    assert session.pad_text.endswith("# from the second tab")
+    # A run result pointing at line 2 marks that line in the editor.
+    first.evaluate("""document.getElementById('run-result').insertAdjacentHTML('beforeend',
+        '<div class="run run-fail" data-error-line="2"><strong class="verdict">Runtime error'
+        + '</strong></div>')""")
+    expect(first.locator(".cm-line.cm-error-line")).to_have_count(1)
+    expect(first.locator(".cm-line.cm-error-line")).to_contain_text("return 1")

@@ -1,0 +1,167 @@
+"""The pad's WebSocket through Channels and the real Redis channel layer."""
+
+import asyncio
+
+import pytest
+from asgiref.sync import async_to_sync
+
+from tests.platform.ws_client import WebsocketCommunicator
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ORIGIN = (b"origin", b"http://testserver")
+
+
+@pytest.fixture(autouse=True)
+def _groups(transactional_db):
+    """Transactional tests flush the groups the migrations created; put them back."""
+    from django.contrib.auth.models import Group
+
+    for name in ("interviewers", "authors"):
+        Group.objects.get_or_create(name=name)
+
+
+def _app():
+    """Imported inside the test: the origin check reads ALLOWED_HOSTS when it is built,
+    and the test environment adds `testserver` to it only then."""
+    from overlap.asgi import application
+
+    return application
+
+
+def _candidate(session, since=None):
+    query = f"?v={since}" if since is not None else ""
+    return WebsocketCommunicator(_app(), f"/ws/c/{session.token}/{query}", headers=[ORIGIN])
+
+
+def _interviewer(session, client):
+    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
+    return WebsocketCommunicator(_app(), f"/ws/sessions/{session.pk}/",
+                                 headers=[ORIGIN, (b"cookie", cookie)])
+
+
+async def _next(ws, kind, timeout=3):
+    while True:
+        message = await ws.receive_json_from(timeout=timeout)
+        if message["type"] == kind:
+            return message
+
+
+def test_typing_reaches_the_other_side_and_a_stale_push_is_refused(live_session, staff_client):
+    async def scenario():
+        cand, staff = _candidate(live_session), _interviewer(live_session, staff_client)
+        c1 = await cand.connect()
+        c2 = await staff.connect()
+        assert c1[0] and c2[0], (c1, c2)
+        hello = await _next(cand, "hello")
+        await _next(staff, "hello")
+        assert hello["doc"] == live_session.pad_text and hello["version"] == 0
+        assert hello["you"] == {"role": "candidate", "name": "Lin", "peer": hello["you"]["peer"]}
+        n = len(hello["doc"])
+        await cand.send_json_to({"type": "push", "version": 0, "updates": [
+            {"clientID": "c1", "changes": [[0, "# hi"], n]}]})
+        mine = await _next(cand, "updates")  # accepted: the confirmation
+        assert mine["pushed"] is True
+        assert mine["version"] == 0 and mine["updates"][0]["clientID"] == "c1"
+        theirs = await _next(staff, "updates")
+        assert theirs["updates"][0]["changes"] == [[0, "# hi"], n]
+        assert theirs["updates"][0]["author"] == "Lin"
+        # The interviewer had not seen version 1 yet when typing: refused, then rebased.
+        await staff.send_json_to({"type": "push", "version": 0, "updates": [
+            {"clientID": "s1", "changes": [n, [0, "#"]]}]})
+        assert (await _next(staff, "pushed"))["ok"] is False
+        await staff.send_json_to({"type": "pull", "version": 0})
+        pulled = await _next(staff, "updates")
+        assert len(pulled["updates"]) == 1
+        # Cursors: the candidate's selection reaches the interviewer with the name.
+        await cand.send_json_to({"type": "presence", "anchor": 1, "head": 3})
+        presence = await _next(staff, "presence")
+        assert (presence["name"], presence["anchor"], presence["head"]) == ("Lin", 1, 3)
+        await cand.disconnect()
+        await staff.disconnect()
+
+    async_to_sync(scenario)()
+    live_session.refresh_from_db()
+    assert live_session.pad_text.startswith("# hi") and live_session.pad_version == 1
+
+
+def test_a_reconnecting_tab_gets_the_text_at_its_version_and_what_it_missed(live_session):
+    from interviews import pad
+
+    start = live_session.pad_text
+    pad.pad_push(session_id=live_session.pk, version=0,
+                 updates=[{"clientID": "x", "changes": [[0, "A"], len(start)]}],
+                 author=pad.author_for_candidate(live_session))
+
+    async def scenario():
+        ws = _candidate(live_session, since=0)
+        await ws.connect()
+        hello = await _next(ws, "hello")
+        await ws.disconnect()
+        return hello
+
+    hello = async_to_sync(scenario)()
+    assert hello["version"] == 0 and hello["doc"] == start and hello["head"] == 1
+    assert [u["changes"] for u in hello["updates"]] == [[[0, "A"], len(start)]]
+
+
+def test_chat_is_stored_and_pushed_to_both_sides(live_session, staff_client):
+    async def scenario():
+        cand, staff = _candidate(live_session), _interviewer(live_session, staff_client)
+        await cand.connect()
+        await staff.connect()
+        await _next(cand, "hello")
+        await _next(staff, "hello")
+        await staff.send_json_to({"type": "chat", "text": "Take your time."})
+        got = await _next(cand, "chat")
+        echo = await _next(staff, "chat")  # the sender sees its message once it is stored
+        assert echo["message"]["id"] == got["message"]["id"]
+        await cand.send_json_to({"type": "chat", "text": "Thanks!"})
+        back = await _next(staff, "chat")
+        await cand.disconnect()
+        await staff.disconnect()
+        return got, back
+
+    got, back = async_to_sync(scenario)()
+    assert got["message"]["text"] == "Take your time." and got["message"]["author"] == "ada"
+    assert back["message"]["text"] == "Thanks!" and back["message"]["role"] == "candidate"
+    assert list(live_session.chat_messages.values_list("text", flat=True)) == [
+        "Take your time.", "Thanks!"]
+
+
+def test_strangers_and_old_links_cannot_connect(live_session, client):
+    from interviews import services
+
+    async def can_connect(ws):
+        connected, _ = await ws.connect()
+        if connected:
+            await ws.disconnect()
+        return connected
+
+    old = _candidate(live_session)
+    services.token_renew(session=live_session)
+    anonymous = WebsocketCommunicator(_app(), f"/ws/sessions/{live_session.pk}/",
+                                      headers=[ORIGIN])
+    foreign = WebsocketCommunicator(_app(), f"/ws/c/{live_session.token}/",
+                                    headers=[(b"origin", b"http://evil.example")])
+    assert not async_to_sync(can_connect)(old)
+    assert not async_to_sync(can_connect)(anonymous)
+    assert not async_to_sync(can_connect)(foreign)
+
+
+def test_a_revealed_hint_and_the_end_are_pushed_to_the_candidate(live_session, staff_client):
+    async def scenario():
+        cand = _candidate(live_session)
+        await cand.connect()
+        await _next(cand, "hello")
+        await asyncio.get_running_loop().run_in_executor(None, lambda: staff_client.post(
+            f"/sessions/{live_session.pk}/hints/0/reveal/"))
+        hint = await _next(cand, "hint")
+        await asyncio.get_running_loop().run_in_executor(None, lambda: staff_client.post(
+            f"/sessions/{live_session.pk}/end/"))
+        state = await _next(cand, "state")
+        await cand.disconnect()
+        return hint, state
+
+    hint, state = async_to_sync(scenario)()
+    assert hint == {"type": "hint", "number": 1}
+    assert state["state"] == "ended" and state["readonly"] is True
