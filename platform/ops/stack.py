@@ -43,12 +43,56 @@ def wait_for_port(port: int, timeout: float = 15.0) -> bool:
     return False
 
 
+def parse_bind(value: str, default_port: int = 8000) -> tuple[str, int]:
+    """OVERLAP_BIND: "host:port", "host", ":port" or "[v6]:port" -> (host, port)."""
+    value = value.strip()
+    if value.startswith("["):
+        host, _, rest = value[1:].partition("]")
+        port = rest.lstrip(":")
+    elif value.count(":") == 1:
+        host, port = value.split(":")
+    else:
+        host, port = value, ""
+    return host or "127.0.0.1", int(port) if port else default_port
+
+
+WILDCARDS = {"0.0.0.0", "::", ""}
+
+
+def allowed_hosts_for(host: str) -> str:
+    """ALLOWED_HOSTS when the operator set none: loopback names, the bound address, and
+    this machine's names when bound to every interface."""
+    names = ["127.0.0.1", "localhost", "[::1]"]
+    if host in WILDCARDS:
+        names += [socket.gethostname(), socket.getfqdn()]
+    elif host not in names:
+        names.append(host)
+    return ",".join(dict.fromkeys(name for name in names if name))
+
+
+def worker_queues() -> str:
+    """make run's worker takes every CPU queue; a GPU host also takes `gpu`."""
+    queues = ["default", "authoring"]
+    if os.environ.get("OVERLAP_GPU"):
+        queues.append("gpu")
+    return ",".join(queues)
+
+
 class Stack:
-    def __init__(self, root: Path, var_dir: Path, web_port: int, redis_port: int, log):
+    def __init__(self, root: Path, var_dir: Path, web_port: int, redis_port: int, log,
+                 host: str = "127.0.0.1", workers: int = 1, concurrency: int = 2):
         self.root, self.var_dir, self.log = root, var_dir, log
-        self.web_port, self.redis_port = web_port, redis_port
+        self.host, self.web_port, self.redis_port = host, web_port, redis_port
+        self.workers, self.concurrency = workers, concurrency
         self.children: list[Child] = []
         self.env = {**os.environ, "PYTHONPATH": f"{root / 'platform'}{os.pathsep}{root}"}
+        self.env.setdefault("ALLOWED_HOSTS", allowed_hosts_for(host))
+
+    @property
+    def url(self) -> str:
+        shown = "127.0.0.1" if self.host in WILDCARDS else self.host
+        shown = f"[{shown}]" if ":" in shown else shown
+        return f"http://{shown}:{self.web_port}/"
 
     def _start(self, name: str, argv: list[str]) -> Child:
         self.log(f"starting {name}: {' '.join(argv)}")
@@ -75,14 +119,22 @@ class Stack:
                 raise RuntimeError(f"Redis did not start on port {self.redis_port}")
             self.env["REDIS_URL"] = f"redis://127.0.0.1:{self.redis_port}/0"
         self._choose_sandbox()
-        self._start("worker", [
-            sys.executable, "-m", "celery", "-A", "overlap", "worker", "--loglevel", "INFO",
-            # A GPU host also takes the `gpu` queue (OVERLAP_GPU=all or device ids).
-            "--queues", "default,gpu" if os.environ.get("OVERLAP_GPU") else "default",
-            "--concurrency", "2", "--hostname", "overlap-local@%h",
+        for index in range(self.workers):
+            name = "worker" if self.workers == 1 else f"worker{index + 1}"
+            self._start(name, [
+                sys.executable, "-m", "celery", "-A", "overlap", "worker", "--loglevel", "INFO",
+                "--queues", worker_queues(), "--concurrency", str(self.concurrency),
+                "--hostname", f"overlap-local-{index + 1}@%h",
+            ])
+        # Celery beat: sends `overlap.recover` every few seconds (nothing stays stuck).
+        self.var_dir.mkdir(parents=True, exist_ok=True)
+        self._start("beat", [
+            sys.executable, "-m", "celery", "-A", "overlap", "beat", "--loglevel", "WARNING",
+            "--schedule", str(self.var_dir / f"celerybeat-schedule-{self.web_port}"),
         ])
+        bind = f"[{self.host}]" if ":" in self.host else self.host
         self._start("web", [
-            sys.executable, "manage.py", "runserver", f"127.0.0.1:{self.web_port}", "--noreload",
+            sys.executable, "manage.py", "runserver", f"{bind}:{self.web_port}", "--noreload",
         ])
 
     def _choose_sandbox(self) -> None:
