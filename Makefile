@@ -14,7 +14,8 @@ PY := $(VENV)/bin/python
 RUNNER_PY := $(RUNNER_VENV)/bin/python
 # `make run` is meant for real use on one machine: DEBUG stays off unless asked (DEBUG=1 make
 # run), and the SECRET_KEY is generated once into var/secret_key (0600) unless one is set.
-RUN_ENV := OVERLAP_SECRET_KEY_FILE=$(CURDIR)/var/secret_key
+RUN_ENV := OVERLAP_SECRET_KEY_FILE=$(CURDIR)/var/secret_key \
+  OVERLAP_DEMO_PASSWORD_FILE=$(CURDIR)/var/demo_password
 export OVERLAP_RUNNER_PYTHON ?= $(CURDIR)/$(RUNNER_PY)
 
 .PHONY: help install run test lint bench validate sandbox-image clean
