@@ -42,7 +42,17 @@ def owner_id() -> str:
     """The host (or container) whose processes start these sandboxes: a reaper judges only
     sandboxes of its own owner, whose processes it can see (OVERLAP_SANDBOX_OWNER, default
     the hostname; must differ between machines or containers sharing one engine)."""
-    return os.environ.get("OVERLAP_SANDBOX_OWNER") or socket.gethostname()
+    configured = os.environ.get("OVERLAP_SANDBOX_OWNER")
+    if configured:
+        return configured
+    # A worker in a container sees its own process ids: its pid namespace is part of who
+    # it is, so a reaper never judges another namespace's pids (a container on the host
+    # network has the host's name).
+    try:
+        namespace = os.readlink("/proc/self/ns/pid").partition("[")[2].rstrip("]")
+    except OSError:
+        namespace = ""
+    return f"{socket.gethostname()}/{namespace}" if namespace else socket.gethostname()
 
 
 def process_start(pid: int) -> str:
