@@ -6,6 +6,7 @@ plain SQL."""
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -50,6 +51,7 @@ class Redis:
         if not self.binary:
             pytest.skip("redis-server is not installed")
         self.port, self.tmp, self.proc = free_port(), tmp, None
+        self.bind = ["127.0.0.1"]  # more addresses (a veth's) may be added before start()
 
     @property
     def url(self) -> str:
@@ -57,7 +59,7 @@ class Redis:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [self.binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
+            [self.binary, "--bind", *self.bind, "--port", str(self.port), "--save", "",
              "--appendonly", "no", "--dir", str(self.tmp), "--loglevel", "warning"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         assert wait_for(lambda: port_open(self.port), 15), "redis-server did not start"
@@ -116,7 +118,7 @@ class Stack:
         self.env = {
             **{k: v for k, v in os.environ.items() if k not in {"DEBUG"}},
             "DATABASE_URL": self.db.url, "REDIS_URL": self.redis.url,
-            "SECRET_KEY": "fault-tests-only", "ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "SECRET_KEY": secrets.token_urlsafe(50), "ALLOWED_HOSTS": "127.0.0.1,localhost",
             "PYTHONPATH": f"{ROOT / 'platform'}:{ROOT}",
             "DJANGO_SETTINGS_MODULE": "overlap.settings",
             "OVERLAP_SANDBOX_POOL_SIZE": os.environ.get("OVERLAP_SANDBOX_POOL_SIZE", "1"),
@@ -140,14 +142,16 @@ class Stack:
         self.procs[name] = proc
         return proc
 
-    def start_worker(self, name: str = "worker", concurrency: int = 2, extra_env=None):
+    def start_worker(self, name: str = "worker", concurrency: int = 2, extra_env=None,
+                     prefix=()):
+        """A Celery worker; `prefix` wraps its command (e.g. `ip netns exec <ns>`)."""
         env_backup = self.env
         self.env = {**self.env, **(extra_env or {})}
         try:
             return self.start(name, [
-                sys.executable, "-m", "celery", "-A", "overlap", "worker", "--loglevel", "INFO",
-                "--queues", "default,authoring", "--concurrency", str(concurrency),
-                "--hostname", f"{name}-{os.getpid()}@%h"])
+                *prefix, sys.executable, "-m", "celery", "-A", "overlap", "worker",
+                "--loglevel", "INFO", "--queues", "default,authoring",
+                "--concurrency", str(concurrency), "--hostname", f"{name}-{os.getpid()}@%h"])
         finally:
             self.env = env_backup
 
