@@ -52,15 +52,20 @@ class Redis:
             pytest.skip("redis-server is not installed")
         self.port, self.tmp, self.proc = free_port(), tmp, None
         self.bind = ["127.0.0.1"]  # more addresses (a veth's) may be added before start()
+        self.password = secrets.token_hex(16)  # as on a network: never without one
+
+    def url_for(self, host: str) -> str:
+        return f"redis://:{self.password}@{host}:{self.port}/0"
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        return self.url_for("127.0.0.1")
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
             [self.binary, "--bind", *self.bind, "--port", str(self.port), "--save", "",
-             "--appendonly", "no", "--dir", str(self.tmp), "--loglevel", "warning"],
+             "--appendonly", "no", "--dir", str(self.tmp), "--loglevel", "warning",
+             "--requirepass", self.password],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         assert wait_for(lambda: port_open(self.port), 15), "redis-server did not start"
 

@@ -133,7 +133,7 @@ def test_two_workers_in_their_own_network_namespaces_share_one_queue(tmp_path):
                 # All a worker on another machine is given:
                 "DATABASE_URL": db._replace(netloc=f"{db.username}@{space.host_ip}:5432")
                 .geturl(),
-                "REDIS_URL": f"redis://{space.host_ip}:{stack.redis.port}/0",
+                "REDIS_URL": stack.redis.url_for(space.host_ip),
                 "OVERLAP_SANDBOX": "docker",
                 "OVERLAP_SANDBOX_OWNER": f"remote-{i}",
             })
