@@ -108,3 +108,24 @@ def test_a_run_during_a_redis_outage_is_told_at_once_and_blocks_nothing(stack):
     assert status == 200 and "Queued" in html, html[:500]
     assert wait_for(stack.all_finished, DEADLINE_S, every=1), (stack.runs(), stack.log("worker"))
     assert stack.runs()[-1][1] == "done"
+
+
+def test_a_worker_that_cannot_reach_the_database_takes_no_work(stack):
+    """A wrong DATABASE_URL: the worker exits loudly at start and the queued message stays
+    for a worker that can do the work."""
+    import redis as redis_client
+
+    stack.start_beat()
+    tokens = stack.sessions(1)
+    stack.kill("beat", signal.SIGTERM)  # nothing else touches the queue now
+    stack.click_runs(tokens)
+    broker = redis_client.Redis.from_url(stack.redis.url)
+    assert broker.llen("default") == 1
+    wrong = (stack.db.url.rsplit("/", 1)[0] + "/no_such_database_overlap" if stack.db.postgres
+             else "sqlite:////no-such-folder-overlap/overlap.sqlite3")
+    worker = stack.start_worker("wrong-db", extra_env={"DATABASE_URL": wrong})
+    assert worker.wait(timeout=60) != 0, stack.log("wrong-db")
+    stack.procs.pop("wrong-db")
+    assert "database cannot be reached" in stack.log("wrong-db")
+    assert broker.llen("default") == 1, "the worker took a message it could not handle"
+    assert [r[1] for r in stack.runs()] == ["queued"]
