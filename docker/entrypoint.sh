@@ -1,7 +1,7 @@
 #!/bin/sh
 # The roles of the Overlap image:
 #   web       the ASGI server (uvicorn) on 0.0.0.0:${PORT:-8000}; static files by whitenoise
-#   worker    a Celery worker (queues ${OVERLAP_QUEUES:-default,authoring}; the GPU profile
+#   worker    a Celery worker (queues ${OVERLAP_QUEUES:-default,authoring,recovery}; the GPU profile
 #             sets gpu), sandboxes through the Docker engine's socket
 #   beat      Celery beat: sends the recovery task every few seconds (run exactly one)
 #   migrate   database migrations, then the exercises in /app/exercises (sync_content)
@@ -16,7 +16,7 @@ case "$role" in
             --forwarded-allow-ips "${FORWARDED_ALLOW_IPS:-127.0.0.1}" --no-access-log "$@" ;;
     worker)
         exec python -m celery -A overlap worker --loglevel "${LOG_LEVEL:-INFO}" \
-            --queues "${OVERLAP_QUEUES:-default,authoring}" \
+            --queues "${OVERLAP_QUEUES:-default,authoring,recovery}" \
             --concurrency "${OVERLAP_WORKER_CONCURRENCY:-2}" "$@" ;;
     beat)
         exec python -m celery -A overlap beat --loglevel "${LOG_LEVEL:-INFO}" \

@@ -72,7 +72,7 @@ def allowed_hosts_for(host: str) -> str:
 
 def worker_queues() -> str:
     """make run's worker takes every CPU queue; a GPU host also takes `gpu`."""
-    queues = ["default", "authoring"]
+    queues = ["default", "authoring", "recovery"]
     if os.environ.get("OVERLAP_GPU"):
         queues.append("gpu")
     return ",".join(queues)

@@ -1,9 +1,10 @@
 """The Celery app, configured from Django's settings (CELERY_* names).
 
-Queues: `default` (simulated exercises' runs, and the `overlap.recover` beat task),
-`authoring` (authors' validations, so they never delay a candidate's run), `gpu` (GPU
-exercises, consumed only by workers on a GPU host). Celery beat sends `overlap.recover`
-every OVERLAP_RECOVER_EVERY_S seconds: nothing stays stuck with nobody polling.
+Queues: `default` (simulated exercises' runs), `authoring` (authors' validations, so they
+never delay a candidate's run), `recovery` (the `overlap.recover` beat task, never stuck
+behind a backlog of runs), `gpu` (GPU exercises, consumed only by workers on a GPU host).
+Celery beat sends `overlap.recover` every OVERLAP_RECOVER_EVERY_S seconds: nothing stays
+stuck with nobody polling.
 """
 
 import contextlib

@@ -229,8 +229,9 @@ CELERY_BEAT_SCHEDULE = {
     "recover-jobs": {
         "task": "overlap.recover",
         "schedule": OVERLAP_RECOVER_EVERY_S,
-        # A backlog of stale recoveries (no worker for a while) is dropped, not replayed.
-        "options": {"queue": "default", "expires": 3 * OVERLAP_RECOVER_EVERY_S},
+        # Its own queue: never behind a backlog of runs (a worker takes from each queue in
+        # turn). A backlog of stale recoveries (no worker for a while) is dropped.
+        "options": {"queue": "recovery", "expires": 3 * OVERLAP_RECOVER_EVERY_S},
     },
 }
 

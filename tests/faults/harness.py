@@ -155,7 +155,7 @@ class Stack:
         try:
             return self.start(name, [
                 *prefix, sys.executable, "-m", "celery", "-A", "overlap", "worker",
-                "--loglevel", "INFO", "--queues", "default,authoring",
+                "--loglevel", "INFO", "--queues", "default,authoring,recovery",
                 "--concurrency", str(concurrency), "--hostname", f"{name}-{os.getpid()}@%h"])
         finally:
             self.env = env_backup
