@@ -11,6 +11,9 @@ role=${1:-web}
 [ $# -gt 0 ] && shift
 case "$role" in
     web)
+        # Django under ASGI: no persistent database connections (each request may run in
+        # another thread; they would pile up until PostgreSQL refuses clients).
+        export DB_CONN_MAX_AGE="${DB_CONN_MAX_AGE:-0}"
         exec python -m uvicorn overlap.asgi:application --host "${HOST:-0.0.0.0}" \
             --port "${PORT:-8000}" --workers "${WEB_WORKERS:-2}" --proxy-headers \
             --forwarded-allow-ips "${FORWARDED_ALLOW_IPS:-127.0.0.1}" --no-access-log "$@" ;;

@@ -94,9 +94,9 @@ class Stack:
         shown = f"[{shown}]" if ":" in shown else shown
         return f"http://{shown}:{self.web_port}/"
 
-    def _start(self, name: str, argv: list[str]) -> Child:
+    def _start(self, name: str, argv: list[str], env=None) -> Child:
         self.log(f"starting {name}: {' '.join(argv)}")
-        child = Child(name, subprocess.Popen(argv, cwd=self.root, env=self.env))
+        child = Child(name, subprocess.Popen(argv, cwd=self.root, env=env or self.env))
         self.children.append(child)
         return child
 
@@ -133,9 +133,11 @@ class Stack:
             "--schedule", str(self.var_dir / f"celerybeat-schedule-{self.web_port}"),
         ])
         bind = f"[{self.host}]" if ":" in self.host else self.host
+        # Each request in a thread of its own: a persistent database connection per thread
+        # would pile up until PostgreSQL refuses new clients (DEBUG off defaults to 60 s).
         self._start("web", [
             sys.executable, "manage.py", "runserver", f"{bind}:{self.web_port}", "--noreload",
-        ])
+        ], env={**self.env, "DB_CONN_MAX_AGE": os.environ.get("DB_CONN_MAX_AGE", "0")})
 
     def _choose_sandbox(self) -> None:
         """Docker when an engine answers and the image exists, else bwrap, else (local
