@@ -455,12 +455,14 @@ def validations_recover(*, now=None, validation_ids=None) -> dict[str, int]:
             _validation_fail(validation.pk, f"worker lost while grading {part.file}")
             counts["failed"] += 1
     idle = validations.exclude(parts__status=ValidationPart.RUNNING)
-    for validation in Validation.objects.filter(pk__in=jobs.take_lost(idle, now=now)):
-        try:
-            validation_enqueue(validation=validation, now=now)
-        except jobs.BrokerUnavailable:
-            break  # the next beat tries again
-        counts["requeued"] += 1
+    for queue in idle.values_list("queue", flat=True).distinct().order_by():
+        lost = jobs.take_lost(idle.filter(queue=queue), now=now, queue=queue)
+        for validation in Validation.objects.filter(pk__in=lost):
+            try:
+                validation_enqueue(validation=validation, now=now)
+            except jobs.BrokerUnavailable:
+                return counts  # the next beat tries again
+            counts["requeued"] += 1
     return counts
 
 

@@ -72,15 +72,41 @@ def claim(queryset, **changes) -> bool:
     return queryset.update(**changes) > 0
 
 
-def take_lost(queryset, *, now=None) -> list[int]:
+def waiting_messages(queue: str) -> int | None:
+    """How many messages wait in the broker's `queue` (Redis: the list's length), or None
+    when that cannot be told."""
+    url = settings.CELERY_BROKER_URL
+    if not url.startswith(("redis://", "rediss://")):
+        return None
+    try:
+        import redis
+
+        client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+        try:
+            return int(client.llen(queue))
+        finally:
+            client.close()
+    except Exception:
+        return None
+
+
+def take_lost(queryset, *, now=None, queue: str | None = None) -> list[int]:
     """Queued rows (the caller's queryset) whose last message is older than the window; each
-    returned id is stamped now by a guarded update, so only one caller re-sends it."""
+    returned id is stamped now by a guarded update, so only one caller re-sends it.
+
+    With `queue`, rows whose messages are evidently still waiting there (a long queue, not a
+    lost one) are left alone: only as many of the oldest rows are taken as the queue lacks
+    messages for (Redis restarted empty: all of them)."""
     now = now or timezone.now()
     cutoff = now - lost_after()
     taken = []
-    candidates = queryset.annotate(_sent=Coalesce("last_enqueued_at", "created_at")).filter(
-        _sent__lt=cutoff).values_list("pk", "last_enqueued_at")
-    for pk, sent in list(candidates):
+    candidates = list(queryset.annotate(_sent=Coalesce("last_enqueued_at", "created_at"))
+                      .filter(_sent__lt=cutoff).order_by("_sent")
+                      .values_list("pk", "last_enqueued_at"))
+    waiting = waiting_messages(queue) if queue and candidates else None
+    if waiting is not None:
+        candidates = candidates[:max(0, len(candidates) - waiting)]
+    for pk, sent in candidates:
         guard = Q(last_enqueued_at__isnull=True) if sent is None else Q(last_enqueued_at=sent)
         if queryset.model.objects.filter(guard, pk=pk).update(last_enqueued_at=now):
             taken.append(pk)

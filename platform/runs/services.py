@@ -126,12 +126,15 @@ def runs_recover(*, now=None, run_ids=None) -> dict[str, int]:
     runs = Run.objects.all() if run_ids is None else Run.objects.filter(pk__in=run_ids)
     counts = {"requeued": 0, "retried": 0, "failed": 0}
 
-    for run in Run.objects.filter(pk__in=jobs.take_lost(runs.filter(status=Run.QUEUED), now=now)):
-        try:
-            run_enqueue(run=run, now=now)
-        except jobs.BrokerUnavailable:
-            break  # the next beat tries again
-        counts["requeued"] += 1
+    queued = runs.filter(status=Run.QUEUED)
+    for queue in queued.values_list("queue", flat=True).distinct().order_by():
+        lost = jobs.take_lost(queued.filter(queue=queue), now=now, queue=queue)
+        for run in Run.objects.filter(pk__in=lost):
+            try:
+                run_enqueue(run=run, now=now)
+            except jobs.BrokerUnavailable:
+                return counts  # the next beat tries again
+            counts["requeued"] += 1
 
     for run in jobs.dead(runs.filter(status=Run.RUNNING), now=now):
         if jobs.attempts_left(run):

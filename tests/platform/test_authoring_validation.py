@@ -169,6 +169,10 @@ def test_a_lost_step_message_is_queued_again(author, valid_draft, monkeypatch):
     validation = services.validation_request(draft=valid_draft, user=author)
     Validation.objects.filter(pk=validation.pk).update(created_at=_old(),
                                                        last_enqueued_at=_old())
+    import redis
+    from django.conf import settings
+
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).delete("authoring")  # the message lost
     assert services.validations_recover(validation_ids=[validation.pk])["requeued"] == 1
     assert queued == [validation.pk]
     # Once per staleness window, however often recovery runs.
