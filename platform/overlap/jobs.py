@@ -15,8 +15,9 @@
   gone), whatever the task's time limit.
 - recover: Celery beat calls `overlap.recover` every OVERLAP_RECOVER_EVERY_S. A queued row
   whose last message is older than OVERLAP_RUN_REQUEUE_AFTER (lost with a Redis restart) is
-  sent again — at most once per window, claimed by a guarded update of `last_enqueued_at`,
-  so any number of beats or workers never flood the broker; a dead running row is retried
+  sent again — only when the broker's queue lacks its message, at most once per window,
+  claimed by a guarded update of `last_enqueued_at`, so any number of beats or workers
+  never flood the broker; a dead running row is retried
   or, after OVERLAP_RUN_MAX_ATTEMPTS, failed clearly.
 """
 
