@@ -12,13 +12,16 @@ VENV := .venv
 RUNNER_VENV := .venv-runner
 PY := $(VENV)/bin/python
 RUNNER_PY := $(RUNNER_VENV)/bin/python
-DEV_ENV := DEBUG=1
+# `make run` is meant for real use on one machine: DEBUG stays off unless asked (DEBUG=1 make
+# run), and the SECRET_KEY is generated once into var/secret_key (0600) unless one is set.
+RUN_ENV := OVERLAP_SECRET_KEY_FILE=$(CURDIR)/var/secret_key \
+  OVERLAP_DEMO_PASSWORD_FILE=$(CURDIR)/var/demo_password
 export OVERLAP_RUNNER_PYTHON ?= $(CURDIR)/$(RUNNER_PY)
 
 .PHONY: help install run test lint bench validate asyncio-suites sandbox-image clean
 
 help:
-	@echo "make run    - start Overlap on http://127.0.0.1:8000 (SQLite, own Redis, worker, web)"
+	@echo "make run    - start Overlap on http://127.0.0.1:8000 (OVERLAP_BIND; SQLite, own Redis, worker, beat, web)"
 	@echo "make test   - run every test (uses DATABASE_URL / REDIS_URL when set)"
 	@echo "make bench  - grading, sandbox and live-interview benchmarks"
 	@echo "make lint   - ruff"
@@ -56,10 +59,11 @@ sandbox-image: $(VENV)/.installed
 	PYTHON=$(CURDIR)/$(PY) sh docker/sandbox/build.sh
 
 run: install
-	$(DEV_ENV) $(PY) manage.py migrate --noinput
-	$(DEV_ENV) $(PY) manage.py sync_content
-	$(DEV_ENV) $(PY) manage.py ensure_demo_user
-	$(DEV_ENV) $(PY) manage.py runstack
+	$(RUN_ENV) $(PY) manage.py migrate --noinput
+	$(RUN_ENV) $(PY) manage.py collectstatic --noinput --verbosity 0
+	$(RUN_ENV) $(PY) manage.py sync_content
+	$(RUN_ENV) $(PY) manage.py ensure_demo_user
+	$(RUN_ENV) $(PY) manage.py runstack
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
@@ -87,9 +91,10 @@ asyncio-suites: $(RUNNER_VENV)/.installed
 bench: install
 	$(RUNNER_PY) -m runner bench
 	$(PY) -m runner.sandbox.bench
-	$(DEV_ENV) $(PY) manage.py migrate --noinput --verbosity 0
-	$(DEV_ENV) $(PY) manage.py bench_live
-	$(DEV_ENV) $(PY) manage.py bench_pad
+	$(RUN_ENV) $(PY) manage.py migrate --noinput --verbosity 0
+	$(RUN_ENV) $(PY) manage.py collectstatic --noinput --verbosity 0
+	$(RUN_ENV) $(PY) manage.py bench_live
+	$(RUN_ENV) $(PY) manage.py bench_pad
 
 clean:
 	rm -rf $(VENV) $(RUNNER_VENV) node_modules var static-collected

@@ -89,6 +89,7 @@ class Validation(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+    last_enqueued_at = models.DateTimeField(null=True, blank=True)  # overlap/jobs.py
 
     class Meta:
         ordering = ["-created_at", "-pk"]
@@ -125,6 +126,7 @@ class ValidationPart(models.Model):
     problem = models.TextField(blank=True)
     backend = models.CharField(max_length=16, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)  # overlap/jobs.py
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

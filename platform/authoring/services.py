@@ -6,16 +6,16 @@ and store as `sync_content`.
 """
 
 import ast
+import contextlib
 import hashlib
 import json
 import logging
 import re
-from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F, Max
+from django.db.models import Max
 from django.utils import timezone
 from pydantic import ValidationError
 
@@ -35,6 +35,7 @@ from catalog.models import Exercise, ExerciseVersion
 from catalog.services import exercise_store
 from content.errors import Problem, problems_from_validation
 from content.fields import SLUG_PATTERN
+from overlap import jobs
 from qa.models import Question, QuestionBank
 from qa.schema import BankQuestion, Challenge
 
@@ -300,24 +301,48 @@ def validation_request(*, draft: ExerciseDraft, user) -> Validation:
             raise Refused("A validation is already running; wait for its result.")
         validation = Validation.objects.create(
             draft=draft, content_hash=content_hash, files=dict(draft.files),
-            queue="gpu" if draft.track == "gpu" else "default", requested_by=user,
+            queue=validation_queue(draft), requested_by=user,
         )
         ValidationPart.objects.bulk_create(
             ValidationPart(validation=validation, position=i, file=part.file,
                            expected=part.expected, expected_failing=list(part.expected_failing))
             for i, part in enumerate(parts)
         )
-        transaction.on_commit(lambda: validation_enqueue(validation=validation))
+        transaction.on_commit(lambda: _enqueue_new(validation))
     return validation
 
 
-def validation_enqueue(*, validation: Validation) -> None:
+def validation_queue(draft: ExerciseDraft) -> str:
+    """Authors' validations have their own queue, so they never delay a candidate's run
+    (GPU exercises need a GPU worker)."""
+    return "gpu" if draft.track == "gpu" else "authoring"
+
+
+def validation_enqueue(*, validation: Validation, now=None) -> None:
+    """Send the next step's message (raises jobs.BrokerUnavailable when Redis is down)."""
     from authoring.tasks import validation_step_task
 
+    limit = settings.OVERLAP_GPU_TASK_TIME_LIMIT if validation.queue == "gpu" else \
+        settings.CELERY_TASK_TIME_LIMIT
+    jobs.send(validation_step_task, Validation, validation.pk, queue=validation.queue,
+              time_limit=limit, now=now)
+
+
+def _enqueue_new(validation: Validation) -> None:
+    """After the commit: send, or fail the validation at once (it must not block the next
+    one) and tell the author."""
     try:
-        validation_step_task.apply_async((validation.pk,), queue=validation.queue)
-    except Exception:  # the broker is down: recovery enqueues it again later
-        log.exception("validation %s: could not enqueue", validation.pk)
+        validation_enqueue(validation=validation)
+    except jobs.BrokerUnavailable as exc:
+        _validation_fail(validation.pk, f"the broker could not be reached: {exc}")
+        raise Refused("The validation service is unavailable right now (Redis cannot be "
+                      "reached); nothing was queued. Try again in a minute.") from exc
+
+
+def _send_next(validation: Validation) -> None:
+    """A step's follow-up: when the broker is down, recovery sends it again later."""
+    with contextlib.suppress(jobs.BrokerUnavailable):
+        validation_enqueue(validation=validation)
 
 
 def validation_step(*, validation_id: int) -> None:
@@ -336,22 +361,24 @@ def validation_step(*, validation_id: int) -> None:
         if not validation.parts.filter(status=ValidationPart.RUNNING).exists():
             _validation_finish(validation.pk)
         return
-    claimed = ValidationPart.objects.filter(pk=part.pk, status=ValidationPart.PENDING).update(
-        status=ValidationPart.RUNNING, started_at=now, attempts=F("attempts") + 1)
-    if not claimed:
+    if not jobs.claim(ValidationPart.objects.filter(pk=part.pk, status=ValidationPart.PENDING),
+                      status=ValidationPart.RUNNING, started_at=now, heartbeat_at=now,
+                      attempts=jobs.bump_attempts()):
         return
     Validation.objects.filter(pk=validation.pk).update(updated_at=now)
     plan = checks.PartPlan(part.file, part.expected, tuple(part.expected_failing))
-    try:
-        result = checks.grade_part(slug=validation.draft.slug, files=validation.files, part=plan)
-    except checks.SandboxMissing as exc:
-        log.warning("validation %s: no sandbox: %s", validation.pk, exc)
-        _validation_fail(validation.pk, f"No sandbox could run the validation: {exc}")
-        return
-    except Exception as exc:  # our bug: never leave the validation running
-        log.exception("validation %s: internal error", validation.pk)
-        _validation_fail(validation.pk, f"{type(exc).__name__}: {exc}")
-        raise
+    with jobs.heartbeat(ValidationPart, part.pk, running_status=ValidationPart.RUNNING):
+        try:
+            result = checks.grade_part(slug=validation.draft.slug, files=validation.files,
+                                       part=plan)
+        except checks.SandboxMissing as exc:
+            log.warning("validation %s: no sandbox: %s", validation.pk, exc)
+            _validation_fail(validation.pk, f"No sandbox could run the validation: {exc}")
+            return
+        except Exception as exc:  # our bug: never leave the validation running
+            log.exception("validation %s: internal error", validation.pk)
+            _validation_fail(validation.pk, f"{type(exc).__name__}: {exc}")
+            raise
     outcome = checks.judge(plan, result)
     ValidationPart.objects.filter(pk=part.pk, status=ValidationPart.RUNNING).update(
         status=ValidationPart.DONE, verdict=outcome.verdict[:64], failing=outcome.failing,
@@ -364,7 +391,7 @@ def validation_step(*, validation_id: int) -> None:
             status=ValidationPart.SKIPPED)
     if validation.parts.filter(status=ValidationPart.PENDING).exists():
         Validation.objects.filter(pk=validation.pk).update(updated_at=timezone.now())
-        transaction.on_commit(lambda: validation_enqueue(validation=validation))
+        transaction.on_commit(lambda: _send_next(validation))
     else:
         _validation_finish(validation.pk)
 
@@ -401,53 +428,42 @@ def _validation_fail(validation_id: int, error: str) -> None:
     )
 
 
-def _dead_after() -> timedelta:
-    return timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 30)
-
-
-def _lost_after() -> timedelta:
-    return timedelta(seconds=settings.OVERLAP_RUN_REQUEUE_AFTER)
-
-
 def validations_recover(*, now=None, validation_ids=None) -> dict[str, int]:
-    """Nothing stays stuck (as runs_recover does for runs): a step whose message was lost
-    is queued again; a file whose worker died is retried, then failed clearly."""
+    """Nothing stays stuck (the lifecycle in overlap/jobs.py, as for runs): a step whose
+    message was lost is sent again, at most once per window; a file whose worker stopped
+    beating is retried, then failed clearly. Called by Celery beat and at worker start."""
     now = now or timezone.now()
     validations = Validation.objects.filter(status__in=Validation.ACTIVE)
     if validation_ids is not None:
         validations = validations.filter(pk__in=validation_ids)
     counts = {"requeued": 0, "retried": 0, "failed": 0}
-    for validation in validations:
-        running = validation.parts.filter(status=ValidationPart.RUNNING)
-        dead = list(running.filter(started_at__lt=now - _dead_after()))
-        for part in dead:
-            if part.attempts < settings.OVERLAP_RUN_MAX_ATTEMPTS:
-                if ValidationPart.objects.filter(pk=part.pk, status=ValidationPart.RUNNING) \
-                        .update(status=ValidationPart.PENDING):
-                    Validation.objects.filter(pk=validation.pk).update(updated_at=now)
-                    validation_enqueue(validation=validation)
-                    counts["retried"] += 1
-            elif ValidationPart.objects.filter(pk=part.pk, status=ValidationPart.RUNNING).update(
-                    status=ValidationPart.DONE, verdict="internal_error", ok=False,
-                    problem=f"The worker grading {part.file} stopped before finishing (tried "
-                            f"{part.attempts} times).", finished_at=now):
-                _validation_fail(validation.pk, f"worker lost while grading {part.file}")
-                counts["failed"] += 1
-        if not dead and not running.exists() and validation.updated_at < now - _lost_after():
-            Validation.objects.filter(pk=validation.pk).update(updated_at=now)
-            validation_enqueue(validation=validation)
+    running = ValidationPart.objects.filter(validation__in=validations,
+                                            status=ValidationPart.RUNNING)
+    for part in jobs.dead(running, now=now).select_related("validation"):
+        validation = part.validation
+        if jobs.attempts_left(part):
+            if jobs.claim(ValidationPart.objects.filter(pk=part.pk,
+                                                        status=ValidationPart.RUNNING),
+                          status=ValidationPart.PENDING, heartbeat_at=None):
+                Validation.objects.filter(pk=validation.pk).update(updated_at=now)
+                _send_next(validation)
+                counts["retried"] += 1
+        elif ValidationPart.objects.filter(pk=part.pk, status=ValidationPart.RUNNING).update(
+                status=ValidationPart.DONE, verdict="internal_error", ok=False,
+                problem=f"The worker grading {part.file} stopped before finishing (tried "
+                        f"{part.attempts} times).", finished_at=now):
+            _validation_fail(validation.pk, f"worker lost while grading {part.file}")
+            counts["failed"] += 1
+    idle = validations.exclude(parts__status=ValidationPart.RUNNING)
+    for queue in idle.values_list("queue", flat=True).distinct().order_by():
+        lost = jobs.take_lost(idle.filter(queue=queue), now=now, queue=queue)
+        for validation in Validation.objects.filter(pk__in=lost):
+            try:
+                validation_enqueue(validation=validation, now=now)
+            except jobs.BrokerUnavailable:
+                return counts  # the next beat tries again
             counts["requeued"] += 1
     return counts
-
-
-def validation_is_stale(validation: Validation, *, now=None) -> bool:
-    if not validation.is_active:
-        return False
-    now = now or timezone.now()
-    running = validation.parts.filter(status=ValidationPart.RUNNING)
-    if running.exists():
-        return running.filter(started_at__lt=now - _dead_after()).exists()
-    return validation.updated_at < now - _lost_after()
 
 
 # -- publishing ---------------------------------------------------------------------

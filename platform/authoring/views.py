@@ -233,11 +233,9 @@ def validate(request, slug):
 
 @author_required
 def validation_status(request, slug, pk):
-    """Polled while a validation runs; recovers it if it looks stuck."""
+    """Polled while a validation runs (recovery is Celery beat's job, never a GET's)."""
     current = selectors.draft_get(slug)
-    validation = get_object_or_404(Validation, pk=pk, draft=current)
-    if services.validation_is_stale(validation):
-        services.validations_recover(validation_ids=[validation.pk])
+    get_object_or_404(Validation, pk=pk, draft=current)
     return _validation_partial(request, current)
 
 

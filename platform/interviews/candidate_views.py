@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from interviews import pad, selectors, services
+from overlap import jobs
 from runs import services as run_services
 from runs.selectors import run_view
 
@@ -80,6 +81,9 @@ def run(request, token):
         created = run_services.run_create(session=session, code=code, requested_by="candidate")
     except (services.SessionError, run_services.RunRefused) as exc:
         return render(request, "candidate/workspace.html#refused", {"message": str(exc)})
+    except jobs.BrokerUnavailable as exc:
+        return render(request, "candidate/workspace.html#refused", {"message": exc.message},
+                      status=503)
     return render(request, "runs/_run.html",
                   {"view": run_view(created), "poll_url": _run_url(token, created.pk)})
 
@@ -91,10 +95,7 @@ def _run_url(token: str, run_id: int) -> str:
 @login_not_required
 def run_status(request, token, run_id):
     session = selectors.session_for_candidate(token)
-    found = get_object_or_404(session.runs, pk=run_id)
-    if run_services.run_is_stale(found):
-        run_services.runs_recover(run_ids=[found.pk])
-        found.refresh_from_db()
+    found = get_object_or_404(session.runs, pk=run_id)  # recovery is Celery beat's job
     return render(request, "runs/_run.html",
                   {"view": run_view(found), "poll_url": _run_url(token, found.pk)})
 

@@ -13,6 +13,7 @@ from interviews import pad, selectors, services
 from interviews import scorecard as scorecards
 from interviews.forms import SessionForm
 from interviews.models import InterviewSession, Score
+from overlap import jobs
 from qa.models import Question
 from runs import services as run_services
 from runs.selectors import run_view
@@ -182,8 +183,9 @@ def runs_panel(request, pk):
                                     requested_by="interviewer")
         except run_services.RunRefused as exc:
             messages.error(request, str(exc))
+        except jobs.BrokerUnavailable as exc:
+            messages.error(request, exc.message)
     runs = list(session.runs.all()[:20])
-    run_services.runs_recover(run_ids=[r.pk for r in runs if run_services.run_is_stale(r)])
     return render(request, "interviews/console.html#runs",
                   {"session": session, "runs": [run_view(run) for run in runs]})
 

@@ -116,20 +116,27 @@ def keystroke_to_view(base: str, token: str, session_pk: int, staff: tuple[str, 
     interviewer = Browser(base)
     interviewer.log_in(*staff)
     for i in range(repeats):
-        marker = f"# keystroke {i} {random.random()}"
-        time.sleep(random.uniform(0, poll_s))  # the console's poll phase is arbitrary
-        started = time.perf_counter()
-        candidate.post(f"/c/{token}/save/", {"code": f"x = {i}\n{marker}\n"})
-        next_poll = started + random.uniform(0, poll_s)
-        while True:
-            time.sleep(max(0.0, next_poll - time.perf_counter()))
-            if marker in interviewer.get(f"/sessions/{session_pk}/code/"):
-                samples.add(time.perf_counter() - started)
-                break
-            next_poll += poll_s
-            if time.perf_counter() - started > 30:
-                samples.errors.append("live view never showed the change")
-                break
+        try:
+            _one_keystroke(candidate, interviewer, token, session_pk, i, samples, poll_s)
+        except OSError as exc:  # an HTTP error is a result, not a crash
+            samples.errors.append(f"{type(exc).__name__}: {exc}")
+
+
+def _one_keystroke(candidate, interviewer, token, session_pk, i, samples, poll_s) -> None:
+    marker = f"# keystroke {i} {random.random()}"
+    time.sleep(random.uniform(0, poll_s))  # the console's poll phase is arbitrary
+    started = time.perf_counter()
+    candidate.post(f"/c/{token}/save/", {"code": f"x = {i}\n{marker}\n"})
+    next_poll = started + random.uniform(0, poll_s)
+    while True:
+        time.sleep(max(0.0, next_poll - time.perf_counter()))
+        if marker in interviewer.get(f"/sessions/{session_pk}/code/"):
+            samples.add(time.perf_counter() - started)
+            return
+        next_poll += poll_s
+        if time.perf_counter() - started > 30:
+            samples.errors.append("live view never showed the change")
+            return
 
 
 def clicks_concurrently(base: str, tokens: list[str], code: str, runs: int) -> Samples:

@@ -43,12 +43,56 @@ def wait_for_port(port: int, timeout: float = 15.0) -> bool:
     return False
 
 
+def parse_bind(value: str, default_port: int = 8000) -> tuple[str, int]:
+    """OVERLAP_BIND: "host:port", "host", ":port" or "[v6]:port" -> (host, port)."""
+    value = value.strip()
+    if value.startswith("["):
+        host, _, rest = value[1:].partition("]")
+        port = rest.lstrip(":")
+    elif value.count(":") == 1:
+        host, port = value.split(":")
+    else:
+        host, port = value, ""
+    return host or "127.0.0.1", int(port) if port else default_port
+
+
+WILDCARDS = {"0.0.0.0", "::", ""}
+
+
+def allowed_hosts_for(host: str) -> str:
+    """ALLOWED_HOSTS when the operator set none: loopback names, the bound address, and
+    this machine's names when bound to every interface."""
+    names = ["127.0.0.1", "localhost", "[::1]"]
+    if host in WILDCARDS:
+        names += [socket.gethostname(), socket.getfqdn()]
+    elif host not in names:
+        names.append(host)
+    return ",".join(dict.fromkeys(name for name in names if name))
+
+
+def worker_queues() -> str:
+    """make run's worker takes every CPU queue; a GPU host also takes `gpu`."""
+    queues = ["default", "authoring", "recovery"]
+    if os.environ.get("OVERLAP_GPU"):
+        queues.append("gpu")
+    return ",".join(queues)
+
+
 class Stack:
-    def __init__(self, root: Path, var_dir: Path, web_port: int, redis_port: int, log):
+    def __init__(self, root: Path, var_dir: Path, web_port: int, redis_port: int, log,
+                 host: str = "127.0.0.1", workers: int = 1, concurrency: int = 2):
         self.root, self.var_dir, self.log = root, var_dir, log
-        self.web_port, self.redis_port = web_port, redis_port
+        self.host, self.web_port, self.redis_port = host, web_port, redis_port
+        self.workers, self.concurrency = workers, concurrency
         self.children: list[Child] = []
         self.env = {**os.environ, "PYTHONPATH": f"{root / 'platform'}{os.pathsep}{root}"}
+        self.env.setdefault("ALLOWED_HOSTS", allowed_hosts_for(host))
+
+    @property
+    def url(self) -> str:
+        shown = "127.0.0.1" if self.host in WILDCARDS else self.host
+        shown = f"[{shown}]" if ":" in shown else shown
+        return f"http://{shown}:{self.web_port}/"
 
     def _start(self, name: str, argv: list[str], env: dict | None = None) -> Child:
         self.log(f"starting {name}: {' '.join(argv)}")
@@ -59,7 +103,8 @@ class Stack:
     def start(self) -> None:
         self.start_redis()
         self._choose_sandbox()
-        self.start_worker()
+        self.start_workers()
+        self.start_beat()
         self.start_web()
 
     def start_redis(self) -> None:
@@ -82,19 +127,27 @@ class Stack:
             self.env["REDIS_URL"] = f"redis://127.0.0.1:{self.redis_port}/0"
             self.env["CHANNELS_REDIS_URL"] = f"redis://127.0.0.1:{self.redis_port}/1"
 
-    def start_worker(self) -> None:
-        self._start("worker", [
-            sys.executable, "-m", "celery", "-A", "overlap", "worker", "--loglevel", "INFO",
-            # A GPU host also takes the `gpu` queue (OVERLAP_GPU=all or device ids).
-            "--queues", "default,gpu" if os.environ.get("OVERLAP_GPU") else "default",
-            "--concurrency", "2", "--hostname", "overlap-local@%h",
+    def start_workers(self) -> None:
+        for index in range(self.workers):
+            name = "worker" if self.workers == 1 else f"worker{index + 1}"
+            self._start(name, [
+                sys.executable, "-m", "celery", "-A", "overlap", "worker", "--loglevel", "INFO",
+                "--queues", worker_queues(), "--concurrency", str(self.concurrency),
+                "--hostname", f"overlap-local-{index + 1}@%h",
+            ])
+    def start_beat(self) -> None:
+        # Celery beat: sends `overlap.recover` every few seconds (nothing stays stuck).
+        self.var_dir.mkdir(parents=True, exist_ok=True)
+        self._start("beat", [
+            sys.executable, "-m", "celery", "-A", "overlap", "beat", "--loglevel", "WARNING",
+            "--schedule", str(self.var_dir / f"celerybeat-schedule-{self.web_port}"),
         ])
 
     def start_web(self) -> None:
         # An ASGI server: pages over HTTP and the live pad over WebSocket (Channels).
         self._start("web", [
             sys.executable, "-m", "uvicorn", "overlap.asgi:application",
-            "--host", "127.0.0.1", "--port", str(self.web_port),
+            "--host", self.host or "127.0.0.1", "--port", str(self.web_port),
             "--ws", "websockets", "--ws-max-size", str(512 * 1024),
             # Keystroke-sized messages: compressing each costs more CPU than it saves.
             "--ws-per-message-deflate", "false",

@@ -37,7 +37,26 @@ def env_list(name: str, default: str) -> list[str]:
 
 DEBUG = env_bool("DEBUG", False)
 
+
+
+def secret_key_from_file(path: Path) -> str:
+    """The key kept in `path` (0600), generated there once if the file does not exist yet:
+    `make run` is then safe without anyone choosing a key, and sessions survive restarts."""
+    import secrets
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secrets.token_urlsafe(50) + "\n")
+    return path.read_text().strip()
+
+
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
+if not SECRET_KEY and os.environ.get("OVERLAP_SECRET_KEY_FILE"):
+    SECRET_KEY = secret_key_from_file(Path(os.environ["OVERLAP_SECRET_KEY_FILE"]))
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(
@@ -131,6 +150,16 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Many writers on one machine (web threads, worker processes): WAL lets readers go on
+    # while one writes, a writer waits for the lock instead of failing at once, and every
+    # transaction takes the write lock when it begins (IMMEDIATE), so two transactions can
+    # never deadlock upgrading their read locks ("database is locked").
+    DATABASES["default"].setdefault("OPTIONS", {}).update({
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": env_int("OVERLAP_SQLITE_TIMEOUT", 30),
+    })
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -203,6 +232,31 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None  # a worker waits out a Redis restart
+# A message a killed worker held comes back after the visibility timeout: longer than the
+# longest task (so a slow run is never delivered twice while it runs), not Redis' 1 h
+# default. Jobs whose worker died are retried sooner anyway (heartbeat, overlap/jobs.py).
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int(
+        "OVERLAP_BROKER_VISIBILITY_TIMEOUT",
+        max(CELERY_TASK_TIME_LIMIT, OVERLAP_GPU_TASK_TIME_LIMIT) + 60),
+    "socket_connect_timeout": 5,
+}
+CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = 5
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+# The job lifecycle (overlap/jobs.py) and Celery beat's recovery.
+OVERLAP_JOB_HEARTBEAT_S = env_int("OVERLAP_JOB_HEARTBEAT_S", 10)
+OVERLAP_JOB_DEAD_AFTER_S = env_int("OVERLAP_JOB_DEAD_AFTER_S", 45)
+OVERLAP_RECOVER_EVERY_S = env_int("OVERLAP_RECOVER_EVERY_S", 10)
+CELERY_BEAT_SCHEDULE = {
+    "recover-jobs": {
+        "task": "overlap.recover",
+        "schedule": OVERLAP_RECOVER_EVERY_S,
+        # Its own queue: never behind a backlog of runs (a worker takes from each queue in
+        # turn). A backlog of stale recoveries (no worker for a while) is dropped.
+        "options": {"queue": "recovery", "expires": 3 * OVERLAP_RECOVER_EVERY_S},
+    },
+}
 
 # Django Channels: pushes between ASGI processes go through Redis publish/subscribe (a
 # keystroke costs one PUBLISH; a browser that misses one resyncs by version). Pub/sub

@@ -1,16 +1,18 @@
-"""Runs: create (validated, one in flight, rate-limited), execute (claimed once), recover.
+"""Runs: create (validated, one in flight, rate-limited), execute (claimed once), recover
+(the shared job lifecycle: overlap/jobs.py).
 
 The Celery task only calls run_execute; everything that decides lives here.
 """
 
+import contextlib
 import logging
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
+from overlap import jobs
 from runs.models import Run
 from runs.sandbox import SandboxFailure, grade_in_sandbox
 
@@ -51,7 +53,7 @@ def run_create(*, session, code: str, requested_by: str) -> Run:
             requested_by=requested_by,
             queue=queue_for(session.exercise_version),
         )
-        transaction.on_commit(lambda: run_enqueue(run=run))
+        transaction.on_commit(lambda: _enqueue_new(run))
     return run
 
 
@@ -61,33 +63,46 @@ def task_time_limit(run: Run) -> int:
         settings.CELERY_TASK_TIME_LIMIT
 
 
-def run_enqueue(*, run: Run) -> None:
+def run_enqueue(*, run: Run, now=None) -> None:
+    """Send the run's message (raises jobs.BrokerUnavailable at once when Redis is down)."""
     from runs.tasks import run_execute_task
 
-    limit = task_time_limit(run)
-    run_execute_task.apply_async((run.pk,), queue=run.queue, time_limit=limit,
-                                 soft_time_limit=limit - 20)
+    jobs.send(run_execute_task, Run, run.pk, queue=run.queue, time_limit=task_time_limit(run),
+              now=now)
+
+
+def _enqueue_new(run: Run) -> None:
+    """After the commit: send, or, when the broker is down, fail the run at once so it
+    never blocks the next one, and tell the person who clicked."""
+    try:
+        run_enqueue(run=run)
+    except jobs.BrokerUnavailable:
+        Run.objects.filter(pk=run.pk, status=Run.QUEUED).update(
+            status=Run.INTERNAL_ERROR, verdict="internal_error",
+            error="The broker (Redis) could not be reached; the run was never queued.",
+            finished_at=timezone.now())
+        raise
 
 
 def run_execute(*, run_id: int) -> None:
     """Claim the run (queued -> running) and grade it. A run already claimed is left alone."""
-    claimed = Run.objects.filter(pk=run_id, status=Run.QUEUED).update(
-        status=Run.RUNNING, started_at=timezone.now(), attempts=F("attempts") + 1
-    )
-    if not claimed:
+    if not jobs.claim(Run.objects.filter(pk=run_id, status=Run.QUEUED),
+                      status=Run.RUNNING, started_at=timezone.now(), heartbeat_at=timezone.now(),
+                      attempts=jobs.bump_attempts()):
         log.info("run %s: not queued any more; nothing to do", run_id)
         return
     run = Run.objects.select_related("exercise_version").get(pk=run_id)
-    try:
-        result = grade_in_sandbox(version=run.exercise_version, code=run.code)
-    except SandboxFailure as exc:
-        log.warning("run %s: sandbox failure: %s", run_id, exc)
-        _finish(run_id, status=Run.INTERNAL_ERROR, error=str(exc))
-        return
-    except Exception as exc:  # never leave a run in "running" because of our own bug
-        log.exception("run %s: internal error", run_id)
-        _finish(run_id, status=Run.INTERNAL_ERROR, error=f"{type(exc).__name__}: {exc}")
-        raise
+    with jobs.heartbeat(Run, run_id, running_status=Run.RUNNING):
+        try:
+            result = grade_in_sandbox(version=run.exercise_version, code=run.code)
+        except SandboxFailure as exc:
+            log.warning("run %s: sandbox failure: %s", run_id, exc)
+            _finish(run_id, status=Run.INTERNAL_ERROR, error=str(exc))
+            return
+        except Exception as exc:  # never leave a run in "running" because of our own bug
+            log.exception("run %s: internal error", run_id)
+            _finish(run_id, status=Run.INTERNAL_ERROR, error=f"{type(exc).__name__}: {exc}")
+            raise
     _finish(run_id, status=Run.DONE, result=result)
 
 
@@ -104,23 +119,29 @@ def _finish(run_id: int, *, status: str, result: dict | None = None, error: str 
 
 
 def runs_recover(*, now=None, run_ids=None) -> dict[str, int]:
-    """Nothing stays stuck: re-enqueue queued runs whose message may be lost (e.g. Redis
-    restarted), retry or fail runs whose worker died. Safe to call from anywhere, any time:
-    the claim in run_execute makes a duplicate message harmless."""
+    """Nothing stays stuck (the lifecycle in overlap/jobs.py): re-send queued runs whose
+    message may be lost (e.g. Redis restarted empty), at most once per window; retry or
+    fail runs whose worker stopped beating. Called by Celery beat and at worker start."""
     now = now or timezone.now()
     runs = Run.objects.all() if run_ids is None else Run.objects.filter(pk__in=run_ids)
-    lost_after = timedelta(seconds=settings.OVERLAP_RUN_REQUEUE_AFTER)
     counts = {"requeued": 0, "retried": 0, "failed": 0}
 
-    for run in runs.filter(status=Run.QUEUED, created_at__lt=now - lost_after):
-        run_enqueue(run=run)
-        counts["requeued"] += 1
+    queued = runs.filter(status=Run.QUEUED)
+    for queue in queued.values_list("queue", flat=True).distinct().order_by():
+        lost = jobs.take_lost(queued.filter(queue=queue), now=now, queue=queue)
+        for run in Run.objects.filter(pk__in=lost):
+            try:
+                run_enqueue(run=run, now=now)
+            except jobs.BrokerUnavailable:
+                return counts  # the next beat tries again
+            counts["requeued"] += 1
 
-    dead = [run for run in runs.filter(status=Run.RUNNING) if run_is_stale(run, now=now)]
-    for run in dead:
-        if run.attempts < settings.OVERLAP_RUN_MAX_ATTEMPTS:
-            if Run.objects.filter(pk=run.pk, status=Run.RUNNING).update(status=Run.QUEUED):
-                run_enqueue(run=run)
+    for run in jobs.dead(runs.filter(status=Run.RUNNING), now=now):
+        if jobs.attempts_left(run):
+            if jobs.claim(Run.objects.filter(pk=run.pk, status=Run.RUNNING),
+                          status=Run.QUEUED, heartbeat_at=None):
+                with contextlib.suppress(jobs.BrokerUnavailable):  # re-sent when lost
+                    run_enqueue(run=run, now=now)
                 counts["retried"] += 1
         else:
             counts["failed"] += Run.objects.filter(pk=run.pk, status=Run.RUNNING).update(
@@ -131,14 +152,3 @@ def runs_recover(*, now=None, run_ids=None) -> dict[str, int]:
                 finished_at=now,
             )
     return counts
-
-
-def run_is_stale(run: Run, *, now=None) -> bool:
-    now = now or timezone.now()
-    lost = run.status == Run.QUEUED and run.created_at < now - timedelta(
-        seconds=settings.OVERLAP_RUN_REQUEUE_AFTER)
-    dead = run.status == Run.RUNNING and run.started_at and run.started_at < now - timedelta(
-        seconds=task_time_limit(run) + 30)
-    return bool(lost or dead)
-
-

@@ -66,7 +66,7 @@ def worker(transactional_db, django_db_blocker):
     """A real Celery worker (in a thread) consuming the real broker."""
     with django_db_blocker.unblock(), start_worker(
         app, pool="solo", perform_ping_check=False, shutdown_timeout=30,
-        queues=["default"],
+        queues=["default", "authoring"],
     ) as running:
         yield running
     # The in-thread worker sends no shutdown signal: drop its warm sandboxes here.

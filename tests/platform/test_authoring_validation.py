@@ -22,7 +22,7 @@ def test_validate_queues_after_commit_and_shows_progress(author_client, valid_dr
                                                          monkeypatch):
     queued = []
     monkeypatch.setattr(services, "validation_enqueue",
-                        lambda *, validation: queued.append(validation.pk))
+                        lambda *, validation, now=None: queued.append(validation.pk))
     with django_capture_on_commit_callbacks(execute=True):
         response = author_client.post(f"/authoring/exercises/{valid_draft.slug}/validate/",
                                       HTTP_HX_REQUEST="true")
@@ -165,16 +165,24 @@ def _old(minutes=10):
 def test_a_lost_step_message_is_queued_again(author, valid_draft, monkeypatch):
     queued = []
     monkeypatch.setattr(services, "validation_enqueue",
-                        lambda *, validation: queued.append(validation.pk))
+                        lambda *, validation, now=None: queued.append(validation.pk))
     validation = services.validation_request(draft=valid_draft, user=author)
-    Validation.objects.filter(pk=validation.pk).update(updated_at=_old())
+    Validation.objects.filter(pk=validation.pk).update(created_at=_old(),
+                                                       last_enqueued_at=_old())
+    import redis
+    from django.conf import settings
+
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).delete("authoring")  # the message lost
     assert services.validations_recover(validation_ids=[validation.pk])["requeued"] == 1
+    assert queued == [validation.pk]
+    # Once per staleness window, however often recovery runs.
+    assert services.validations_recover(validation_ids=[validation.pk])["requeued"] == 0
     assert queued == [validation.pk]
 
 
 def test_a_file_whose_worker_died_is_retried_then_failed_clearly(author_client, author,
                                                                  valid_draft, monkeypatch):
-    monkeypatch.setattr(services, "validation_enqueue", lambda *, validation: None)
+    monkeypatch.setattr(services, "validation_enqueue", lambda *, validation, now=None: None)
     validation = services.validation_request(draft=valid_draft, user=author)
     Validation.objects.filter(pk=validation.pk).update(status=Validation.RUNNING)
     part = validation.parts.get(position=0)
@@ -185,7 +193,12 @@ def test_a_file_whose_worker_died_is_retried_then_failed_clearly(author_client, 
 
     ValidationPart.objects.filter(pk=part.pk).update(status="running", attempts=2,
                                                      started_at=_old())
-    # Polling a stuck validation recovers it.
+    # Polling never recovers (a GET is a read); Celery beat's task does.
+    author_client.get(f"/authoring/exercises/{valid_draft.slug}/validations/{validation.pk}/")
+    assert validation.parts.get(position=0).status == "running"
+    from overlap.celery import recover
+
+    assert recover.apply().get()["validations"]["failed"] == 1
     html = author_client.get(
         f"/authoring/exercises/{valid_draft.slug}/validations/{validation.pk}/").content.decode()
     validation.refresh_from_db()
@@ -250,3 +263,9 @@ def test_a_real_sandbox_names_a_grader_that_does_not_import(author, valid_draft,
     part = validation.parts.get(file="solution.py")
     assert part.verdict == "internal_error"
     assert "check grader.py (does it import?)" in part.problem and "RingLink" in part.problem
+
+
+def test_validations_have_their_own_queue_so_they_never_delay_a_candidates_run(author,
+                                                                              valid_draft):
+    validation = services.validation_request(draft=valid_draft, user=author)
+    assert validation.queue == "authoring"

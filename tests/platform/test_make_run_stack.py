@@ -4,9 +4,11 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -42,15 +44,24 @@ def _get(url: str, timeout: float = 30.0) -> bytes:
 
 
 def test_stack_serves_the_site_runs_tasks_and_stops_everything_on_ctrl_c(tmp_path):
+    """As `make run` starts it: DEBUG off, a SECRET_KEY generated once into var/ (0600),
+    SQLite in WAL mode, the address from OVERLAP_BIND, Celery beat next to the worker."""
     web_port, redis_port = _free_port(), _free_port()
     env = {k: v for k, v in os.environ.items()
-           if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY"}}
-    env.update(DEBUG="1", OVERLAP_VAR_DIR=str(tmp_path))
+           if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG", "ALLOWED_HOSTS"}}
+    key_file = tmp_path / "secret_key"
+    env.update(OVERLAP_VAR_DIR=str(tmp_path), OVERLAP_SECRET_KEY_FILE=str(key_file),
+               OVERLAP_BIND=f"127.0.0.1:{web_port}")
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "migrate", "--noinput"], cwd=ROOT, env=env, check=True,
                    capture_output=True)
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    key = key_file.read_text().strip()
+    assert len(key) >= 50
+    with sqlite3.connect(tmp_path / "overlap.sqlite3") as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     stack = subprocess.Popen(
-        [*manage, "runstack", "--port", str(web_port), "--redis-port", str(redis_port)],
+        [*manage, "runstack", "--redis-port", str(redis_port)],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
@@ -59,6 +70,11 @@ def test_stack_serves_the_site_runs_tasks_and_stops_everything_on_ctrl_c(tmp_pat
         assert health["status"] == "ok", health
         login = _get(f"http://127.0.0.1:{web_port}/accounts/login/").decode()
         assert "Log in" in login
+        # DEBUG is off: no debug page, even for a page that does not exist.
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(f"http://127.0.0.1:{web_port}/no-such-page/", timeout=5)
+        body = missing.value.read().decode()
+        assert missing.value.code == 404 and "Traceback" not in body and "DEBUG" not in body
         assert _port_open(redis_port), "the stack's own Redis is not listening"
         # The worker answers through the stack's Redis.
         check = subprocess.run(
@@ -74,6 +90,18 @@ def test_stack_serves_the_site_runs_tasks_and_stops_everything_on_ctrl_c(tmp_pat
     finally:
         stack.send_signal(signal.SIGINT)
         output, _ = stack.communicate(timeout=30)
-    assert "stopped: redis, worker, web" in output
+    assert f"running at http://127.0.0.1:{web_port}/ (DEBUG off" in output
+    assert "stopped: redis, worker, beat, web" in output
     assert not _port_open(web_port)
     assert not _port_open(redis_port)
+    assert key_file.read_text().strip() == key  # generated once, kept
+
+
+def test_bind_addresses_are_parsed():
+    from ops.stack import allowed_hosts_for, parse_bind
+
+    assert parse_bind("0.0.0.0:8080") == ("0.0.0.0", 8080)
+    assert parse_bind(":9000") == ("127.0.0.1", 9000)
+    assert parse_bind("[::1]:8001") == ("::1", 8001)
+    assert parse_bind("example.org") == ("example.org", 8000)
+    assert "interviews.local" in allowed_hosts_for("interviews.local").split(",")

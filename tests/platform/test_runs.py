@@ -17,6 +17,11 @@ def _queue_length(name: str = "default") -> int:
     return redis.Redis.from_url(settings.CELERY_BROKER_URL).llen(name)
 
 
+def _lose_messages(name: str = "default") -> None:
+    """What a Redis restarted empty does to a queue (this test database's own Redis)."""
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(name)
+
+
 def test_candidate_run_is_queued_and_shows_progress(client, live_session):
     response = client.post(f"/c/{live_session.token}/run/", {"code": "x = 1\n"})
     html = response.content.decode()
@@ -77,10 +82,10 @@ def test_a_queued_run_whose_message_was_lost_is_enqueued_again(live_session):
     run = Run.objects.create(session=live_session, exercise_version=live_session.exercise_version,
                              code="x = 1\n")
     Run.objects.filter(pk=run.pk).update(created_at=_old())
-    before = _queue_length()
+    _lose_messages()
     counts = services.runs_recover(run_ids=[run.pk])
     assert counts["requeued"] == 1
-    assert _queue_length() == before + 1
+    assert _queue_length() == 1
 
 
 def test_a_run_whose_worker_died_is_retried_then_failed_clearly(live_session):
@@ -97,12 +102,80 @@ def test_a_run_whose_worker_died_is_retried_then_failed_clearly(live_session):
     assert "stopped before finishing" in run.error
 
 
-def test_polling_a_stuck_run_recovers_it(client, live_session):
+def test_polling_never_recovers_but_celery_beats_task_does(client, live_session):
+    """Recovery is Celery beat's job: a GET is a read (16 sessions x polls must never flood
+    the broker); the beat task `overlap.recover` fails the stuck run clearly."""
+    from overlap.celery import recover
+
     run = Run.objects.create(session=live_session, exercise_version=live_session.exercise_version,
                              code="x = 1\n", status=Run.RUNNING, attempts=2, started_at=_old())
     html = client.get(f"/c/{live_session.token}/runs/{run.pk}/").content.decode()
+    assert "Running" in html
+    run.refresh_from_db()
+    assert run.status == Run.RUNNING
+
+    assert recover.apply().get()["runs"]["failed"] == 1
+    html = client.get(f"/c/{live_session.token}/runs/{run.pk}/").content.decode()
     assert "Internal error" in html
     assert "not your code" in html.lower() or "not your\n" in html.lower() or "fault" in html
+
+
+def test_a_lost_run_is_sent_again_at_most_once_per_window(live_session):
+    """Recovery itself must not flood the broker: however often it runs, a queued run gets
+    one more message per staleness window."""
+    run = Run.objects.create(session=live_session, exercise_version=live_session.exercise_version,
+                             code="x = 1\n")
+    Run.objects.filter(pk=run.pk).update(created_at=_old(), last_enqueued_at=_old())
+    _lose_messages()  # Redis restarted empty
+    sent = [services.runs_recover()["requeued"] for _ in range(20)]
+    assert sent == [1] + [0] * 19
+    assert _queue_length() == 1
+    # A window later its message is still waiting in the queue (a long queue, not a lost
+    # one): nothing is sent.
+    later = timezone.now() + timedelta(seconds=settings.OVERLAP_RUN_REQUEUE_AFTER + 1)
+    assert services.runs_recover(now=later)["requeued"] == 0
+    # Lost again: sent once more.
+    _lose_messages()
+    assert services.runs_recover(now=later)["requeued"] == 1
+    assert services.runs_recover(now=later)["requeued"] == 0
+
+
+def test_a_running_run_whose_worker_still_beats_is_left_alone(live_session):
+    """A long run (up to the task's time limit) is alive while its worker beats."""
+    run = Run.objects.create(session=live_session, exercise_version=live_session.exercise_version,
+                             code="x = 1\n", status=Run.RUNNING, attempts=1, started_at=_old(),
+                             heartbeat_at=timezone.now())
+    assert services.runs_recover(run_ids=[run.pk]) == {"requeued": 0, "retried": 0, "failed": 0}
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=_old(1))
+    assert services.runs_recover(run_ids=[run.pk])["retried"] == 1
+
+
+@pytest.mark.django_db(transaction=True)  # real commits: the message is sent after one
+def test_a_run_while_the_broker_is_down_says_so_at_once_and_blocks_nothing(client, live_session):
+    """Redis down: a clear 503 message within a second, no debug page, and the run is not
+    left queued (the next Run, with Redis back, goes through)."""
+    import time
+
+    from overlap.celery import app
+
+    # The app's connection pools are rebuilt for a broker where nothing listens (the
+    # discard port), then put back. tests/faults/ does the same with a real Redis killed.
+    saved = (app.conf.broker_url, app._pool, app.amqp._producer_pool)
+    app.conf.broker_url, app._pool, app.amqp._producer_pool = "redis://127.0.0.1:9/0", None, None
+    try:
+        started = time.monotonic()
+        response = client.post(f"/c/{live_session.token}/run/", {"code": "x = 1\n"})
+        elapsed = time.monotonic() - started
+    finally:
+        app.conf.broker_url, app._pool, app.amqp._producer_pool = saved
+    assert response.status_code == 503
+    assert "unavailable right now" in response.content.decode()
+    assert elapsed < 3, elapsed
+    assert live_session.runs.get().status == Run.INTERNAL_ERROR
+
+    html = client.post(f"/c/{live_session.token}/run/", {"code": "x = 2\n"}).content.decode()
+    assert "Queued" in html
+    assert live_session.runs.filter(status=Run.QUEUED).count() == 1
 
 
 def test_a_candidate_cannot_poll_another_sessions_run(client, live_session, interviewer):

@@ -155,3 +155,49 @@ def test_a_killed_worker_leaves_nothing_after_the_reaper(backend, tmp_path):
     finally:
         del os.environ["OVERLAP_SANDBOX_OWNER"]
     assert_nothing_left(backend, marker)
+
+
+@pytest.mark.docker
+def test_two_workers_on_one_host_never_reap_each_others_sandboxes(tmp_path):
+    """Another live worker's containers (its warm pool, its runs) survive this worker's
+    start-up reaper; once that worker is SIGKILLed, its containers are reaped."""
+    require("docker")
+    import signal
+    import subprocess
+    import sys
+
+    from runner.sandbox.backends.docker import LABEL
+    from runner.sandbox.run import get_backend
+    from tests.sandbox.helpers import wait_until
+
+    other = tmp_path / "other_worker.py"
+    other.write_text(
+        "import time\n"
+        "from runner.sandbox.pool import start_pool\n"
+        "pool = start_pool('docker', size=1)\n"
+        "assert pool.wait_full(120)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    # Same host, same owner (the hostname): only the process tells the two workers apart.
+    env = {k: v for k, v in os.environ.items() if k != "OVERLAP_SANDBOX_OWNER"}
+    env["PYTHONPATH"] = os.getcwd()
+    proc = subprocess.Popen([sys.executable, str(other)], env=env, stdout=subprocess.PIPE,
+                            text=True)
+    api = get_backend("docker").client().api
+
+    def theirs() -> list[str]:
+        return [c["Id"] for c in api.containers(filters={"label": f"{LABEL}.process"})
+                if c["Labels"].get(f"{LABEL}.process", "").startswith(f"{proc.pid}:")]
+
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        started = theirs()
+        assert len(started) == 1
+        get_backend("docker").reap()  # this worker starting
+        assert theirs() == started, "a live worker's warm sandbox was destroyed"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    get_backend("docker").reap()  # the next start after that worker died
+    assert wait_until(lambda: not theirs(), 30), "the dead worker's sandbox was left behind"

@@ -39,8 +39,48 @@ class SandboxUnavailable(RuntimeError):
 
 
 def owner_id() -> str:
-    """Who owns the sandboxes this process starts: the reaper removes its own leftovers."""
-    return os.environ.get("OVERLAP_SANDBOX_OWNER") or socket.gethostname()
+    """The host (or container) whose processes start these sandboxes: a reaper judges only
+    sandboxes of its own owner, whose processes it can see (OVERLAP_SANDBOX_OWNER, default
+    the hostname; must differ between machines or containers sharing one engine)."""
+    configured = os.environ.get("OVERLAP_SANDBOX_OWNER")
+    if configured:
+        return configured
+    # A worker in a container sees its own process ids: its pid namespace is part of who
+    # it is, so a reaper never judges another namespace's pids (a container on the host
+    # network has the host's name).
+    try:
+        namespace = os.readlink("/proc/self/ns/pid").partition("[")[2].rstrip("]")
+    except OSError:
+        namespace = ""
+    return f"{socket.gethostname()}/{namespace}" if namespace else socket.gethostname()
+
+
+def process_start(pid: int) -> str:
+    """When process `pid` started (clock ticks since boot, /proc/<pid>/stat field 22), so a
+    reused pid is never mistaken for the process that started a sandbox; "" if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return ""
+    # The command name (field 2) may hold spaces and parentheses: split after the last ")".
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return fields[19].decode() if len(fields) > 19 else ""
+
+
+def process_token() -> str:
+    """This process, uniquely on this host: "<pid>:<start ticks>"."""
+    pid = os.getpid()
+    return f"{pid}:{process_start(pid)}"
+
+
+def token_alive(token: str) -> bool:
+    """Is the process a sandbox label names ("<pid>:<start>") still running here?"""
+    pid_text, _, start = token.partition(":")
+    if not pid_text.isdigit() or not pid_alive(int(pid_text)):
+        return False
+    now = process_start(int(pid_text))
+    return not start or not now or now == start
 
 
 def preload_modules() -> str:

@@ -28,6 +28,8 @@ from runner.sandbox.backends.base import (
     child_env,
     owner_id,
     preload_modules,
+    process_token,
+    token_alive,
 )
 from runner.sandbox.image import DEFAULT_IMAGE, runner_hash
 from runner.sandbox.job import Job
@@ -231,9 +233,11 @@ class DockerBackend(Backend):
             raise
         return DockerSandbox(client, container, raw_sock, expires)
 
-    def reap(self, everything_of_mine: bool = True) -> int:
-        """Remove sandbox containers that have stopped, have expired, or (at worker start)
-        belong to this owner. Returns how many were removed."""
+    def reap(self) -> int:
+        """Remove sandbox containers that have stopped or expired, and those of this owner
+        (host) whose starting process is gone (a killed worker's). A live process's
+        sandboxes — another worker's runs and warm pool, or this worker's own children's —
+        are never touched. Returns how many were removed."""
         try:
             api = self.client().api
             containers = api.containers(all=True, filters={"label": LABEL})
@@ -244,8 +248,9 @@ class DockerBackend(Backend):
         for container in containers:
             labels = container.get("Labels") or {}
             expired = float(labels.get(f"{LABEL}.expires", "0") or 0) < now
-            mine = everything_of_mine and labels.get(f"{LABEL}.owner") == owner_id()
-            if container.get("State") != "running" or expired or mine:
+            orphan = labels.get(f"{LABEL}.owner") == owner_id() and not token_alive(
+                labels.get(f"{LABEL}.process", ""))
+            if container.get("State") != "running" or expired or orphan:
                 with contextlib.suppress(Exception):
                     api.remove_container(container["Id"], force=True)
                 removed += 1
@@ -283,6 +288,8 @@ def container_options(limits: Limits, gpu, expires: float) -> dict:
         "labels": {
             LABEL: "1",
             f"{LABEL}.owner": owner_id(),
+            # The process that started it ("<pid>:<start ticks>"): alive, it is left alone.
+            f"{LABEL}.process": process_token(),
             f"{LABEL}.expires": str(int(expires)),
         },
     }

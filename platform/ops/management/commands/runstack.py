@@ -4,7 +4,7 @@ import signal
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from ops.stack import Stack
+from ops.stack import Stack, parse_bind
 
 
 def _interrupt(signum, frame):
@@ -16,19 +16,30 @@ class Command(BaseCommand):
     help = "Run Redis (unless REDIS_URL is set), a Celery worker and the web server."
 
     def add_arguments(self, parser):
-        parser.add_argument("--port", type=int, default=int(os.environ.get("OVERLAP_PORT", 8000)))
+        parser.add_argument("--bind", default=os.environ.get("OVERLAP_BIND", "127.0.0.1:8000"),
+                            help="host:port of the web server (OVERLAP_BIND)")
+        parser.add_argument("--port", type=int, default=None,
+                            help="overrides the port of --bind")
         parser.add_argument(
             "--redis-port", type=int, default=int(os.environ.get("OVERLAP_REDIS_PORT", 6390))
         )
+        parser.add_argument("--workers", type=int,
+                            default=int(os.environ.get("OVERLAP_WORKERS", 1)),
+                            help="Celery worker processes (each with its own sandbox pool)")
+        parser.add_argument("--concurrency", type=int,
+                            default=int(os.environ.get("OVERLAP_WORKER_CONCURRENCY", 2)))
 
-    def handle(self, *args, port, redis_port, **options):
-        stack = Stack(settings.ROOT, settings.VAR_DIR, port, redis_port,
-                      log=lambda line: self.stdout.write(f"[overlap] {line}"))
+    def handle(self, *args, bind, port, redis_port, workers, concurrency, **options):
+        host, bound_port = parse_bind(bind)
+        stack = Stack(settings.ROOT, settings.VAR_DIR, port or bound_port, redis_port,
+                      log=lambda line: self.stdout.write(f"[overlap] {line}"), host=host,
+                      workers=workers, concurrency=concurrency)
         signal.signal(signal.SIGTERM, _interrupt)
         try:
             stack.start()
+            mode = "DEBUG on (development only)" if settings.DEBUG else "DEBUG off"
             self.stdout.write(self.style.SUCCESS(
-                f"[overlap] Overlap is running at http://127.0.0.1:{port}/ (Ctrl-C to stop)"
+                f"[overlap] Overlap is running at {stack.url} ({mode}; Ctrl-C to stop)"
             ))
             code = stack.wait()
             if code:
