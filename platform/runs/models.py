@@ -2,6 +2,11 @@
 
 from django.db import models
 
+from runner.contract import LABELS, Verdict
+
+# Every verdict the engine or the sandbox can give, labelled: one contract for both sides.
+VERDICT_CHOICES = [(verdict.value, LABELS[verdict]) for verdict in Verdict]
+
 
 class Run(models.Model):
     QUEUED, RUNNING, DONE, INTERNAL_ERROR = "queued", "running", "done", "internal_error"
@@ -20,7 +25,7 @@ class Run(models.Model):
     code = models.TextField()
     requested_by = models.CharField(max_length=20, default="candidate")
     status = models.CharField(max_length=16, choices=STATUSES, default=QUEUED)
-    verdict = models.CharField(max_length=32, blank=True)
+    verdict = models.CharField(max_length=32, blank=True, choices=VERDICT_CHOICES)
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True, help_text="Platform-side failure, for operators")
     backend = models.CharField(max_length=16, blank=True)
