@@ -61,7 +61,15 @@ def _free_port() -> int:
 
 
 def _env(**extra):
+    """The environment of a server process started by a test: the test database (already
+    migrated by pytest-django), never the configured one."""
+    from django.conf import settings
+
     env = {k: v for k, v in os.environ.items() if k != "SECRET_KEY"}
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith("postgres"):
+        pytest.skip("starts a server process on the test database: needs PostgreSQL")
+    env["DATABASE_URL"] = url.rsplit("/", 1)[0] + "/" + settings.DATABASES["default"]["NAME"]
     return {**env, "PYTHONPATH": f"{ROOT / 'platform'}:{ROOT}",
             "DJANGO_SETTINGS_MODULE": "overlap.settings", **extra}
 
