@@ -17,7 +17,7 @@ def envelope(nonce: str, **overrides) -> bytes:
         "exit_code": 0,
         "signal": None,
         "grading_s": 0.5,
-        "stdout": json.dumps({"status": "pass", "verdict": "pass", "message": "ok"}),
+        "stdout": json.dumps({"status": "pass", "verdict": "accepted", "message": "ok"}),
         "stderr": "",
         "stdout_bytes": 10,
         "stderr_bytes": 0,
@@ -51,9 +51,16 @@ def test_a_report_over_the_size_cap_is_refused():
 def test_host_observed_limits_win_over_what_the_program_claimed():
     raw = RawRun(stdout=envelope("n1"), oom_killed=True)
     result, _ = interpret(raw, "n1", LIMITS)
-    assert (result["status"], result["verdict"]) == ("error", "memory_limit")
+    # The candidate's failure, not ours: the contract gives memory_limit the status fail.
+    assert (result["status"], result["verdict"]) == ("fail", "memory_limit")
     raw = RawRun(stdout=envelope("n1"), host_timeout=True)
     assert interpret(raw, "n1", LIMITS)[0]["verdict"] == "timeout"
+
+
+def test_a_result_whose_status_contradicts_its_verdict_is_not_taken():
+    forged = json.dumps({"status": "pass", "verdict": "wrong", "message": ""})
+    result, _ = interpret(RawRun(stdout=envelope("n1", stdout=forged)), "n1", LIMITS)
+    assert result["verdict"] == "crash"
 
 
 def test_a_result_with_a_wrong_status_is_not_taken():
