@@ -38,8 +38,8 @@ def _violations(page) -> list[str]:
     return seen + console
 
 
-def test_key_pages_load_with_no_csp_violation(browser, live_server, content, log_in):
-    base = live_server.url
+def test_key_pages_load_with_no_csp_violation(browser, asgi_server, content, log_in):
+    base = asgi_server  # the real ASGI server: the candidate's pad needs its WebSocket
     user = User.objects.create_user("ada", password=PASSWORD)
     user.groups.add(Group.objects.get_or_create(name="interviewers")[0],
                     Group.objects.get_or_create(name="authors")[0])

@@ -45,10 +45,12 @@ def _converge(session, *pages) -> str:
 
 
 def _open_pads(browser, base, session, log_in, width=1440):
-    interviewer = browser.new_context(viewport={"width": width, "height": 1000}).new_page()
+    interviewer = browser.new_context(
+        bypass_csp=True, viewport={"width": width, "height": 1000}).new_page()
     log_in(interviewer, base, "ada")
     interviewer.goto(f"{base}/sessions/{session.pk}/")
-    candidate = browser.new_context(viewport={"width": width, "height": 1000}).new_page()
+    candidate = browser.new_context(
+        bypass_csp=True, viewport={"width": width, "height": 1000}).new_page()
     candidate.goto(f"{base}/c/{session.token}/")
     for page in (interviewer, candidate):
         expect(page.locator(".cm-editor")).to_be_visible()
@@ -158,7 +160,8 @@ def test_following_the_candidate_never_pulls_a_scrolled_view_back(
 def test_two_tabs_merge_indentation_is_four_spaces_and_the_error_line_is_marked(
         browser, asgi_server, content, interviewer_login):
     session = _live_session(interviewer_login)
-    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    context = browser.new_context(
+        bypass_csp=True, viewport={"width": 1440, "height": 1000})
     first, second = context.new_page(), context.new_page()  # two tabs, one browser
     for page in (first, second):
         page.goto(f"{asgi_server}/c/{session.token}/")

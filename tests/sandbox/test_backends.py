@@ -27,7 +27,7 @@ def _allow_process(monkeypatch):
 @pytest.mark.parametrize("backend", ALL)
 def test_a_program_runs_and_its_result_names_the_backend(backend):
     require(backend)
-    code = program("print('hello from the run')\n" + report("pass", answer=6 * 7))
+    code = program("print('hello from the run', file=sys.stderr)\n" + report("pass", answer=6 * 7))
     result = run_script(code, backend=backend, limits=FAST)
     assert result["status"] == "pass", result
     assert metrics(result)["answer"] == 42

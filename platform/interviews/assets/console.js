@@ -15,10 +15,7 @@ function copyButtons() {
       setTimeout(() => { button.textContent = label; }, 1500);
     });
   });
-  document.querySelectorAll("[data-print]").forEach((button) => button.addEventListener("click", () => window.print()));
-  document.querySelectorAll("form[data-confirm]").forEach((form) => form.addEventListener("submit", (event) => {
-    if (!window.confirm(form.dataset.confirm)) event.preventDefault();
-  }));
+  // data-print and data-confirm are handled site-wide (static/overlap/behaviours.js).
   document.querySelectorAll("input[data-select-on-focus]").forEach((input) => input.addEventListener("focus", () => input.select()));
 }
 document.addEventListener("DOMContentLoaded", copyButtons);
