@@ -66,7 +66,7 @@ STATUS_OF: dict[Verdict, Status] = {
     Verdict.PROCESS_LIMIT: Status.FAIL,
     Verdict.OUTPUT_LIMIT: Status.FAIL,
     Verdict.DISK_LIMIT: Status.FAIL,
-    Verdict.CRASH: Status.FAIL,
+    Verdict.CRASH: Status.ERROR,  # no result came back: it cannot be held against anyone
     Verdict.SANDBOX_ERROR: Status.ERROR,
 }
 
