@@ -330,6 +330,15 @@ function setup(host) {
   window.addEventListener("online", () => {
     if (reconnectTimer) { clearTimeout(reconnectTimer); reconnectTimer = null; }
     retryMs = 500;
+    // Whatever socket lived through the offline spell (one may hang connecting, or have
+    // swallowed a push) is dropped: a fresh one resyncs and pushes what is pending.
+    if (socket) {
+      const stale = socket;
+      socket = null;
+      try { stale.close(); } catch (error) { /* already closing */ }
+    }
+    online = false;
+    pushing = false;
     connect();
   });
 

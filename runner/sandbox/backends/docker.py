@@ -250,7 +250,9 @@ class DockerBackend(Backend):
             expired = float(labels.get(f"{LABEL}.expires", "0") or 0) < now
             orphan = labels.get(f"{LABEL}.owner") == owner_id() and not token_alive(
                 labels.get(f"{LABEL}.process", ""))
-            if container.get("State") != "running" or expired or orphan:
+            # "created" is a live worker's sandbox between create and start: not ended.
+            ended = container.get("State") in ("exited", "dead")
+            if ended or expired or orphan:
                 with contextlib.suppress(Exception):
                     api.remove_container(container["Id"], force=True)
                 removed += 1
