@@ -194,20 +194,6 @@ class VirtualLoop(_LooptimeSelectorLoop):
 
     # -- executors and closing -----------------------------------------------
 
-    def run_in_executor(self, executor, func, *args):
-        """Threads do not exist in the simulation: run ``func`` here, blocking the loop."""
-        from runner import blocking  # local: blocking imports this module
-
-        blocking.note_thread("run_in_executor")
-        future = self.create_future()
-        try:
-            future.set_result(func(*args))
-        except BaseException as exc:
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                raise
-            future.set_exception(exc)
-        return future
-
     def close(self) -> None:
         # ``asyncio.run()`` inside candidate code closes the loop it was handed;
         # the grader still needs it, so closing waits for ``dispose()``.

@@ -6,7 +6,6 @@ exercises, ``gpu_grading`` for GPU ones) <- ``cli``. Neither track imports the o
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import linecache
 import signal
@@ -67,29 +66,6 @@ class Failure:
     line: int | None = None
 
 
-class SimPolicy(asyncio.DefaultEventLoopPolicy):
-    """``asyncio.run()`` / ``new_event_loop()`` in user code get the simulation's loop."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__()
-        self._sim_loop = loop
-
-    def new_event_loop(self):
-        return self._sim_loop
-
-
-@contextmanager
-def loop_installed(loop: asyncio.AbstractEventLoop):
-    old_policy = asyncio.get_event_loop_policy()
-    asyncio.set_event_loop_policy(SimPolicy(loop))
-    asyncio.set_event_loop(loop)
-    try:
-        yield
-    finally:
-        asyncio.set_event_loop(None)
-        asyncio.set_event_loop_policy(old_policy)
-
-
 def user_frames(tb_or_stack, program: Program) -> list[traceback.FrameSummary]:
     return [f for f in tb_or_stack if f.filename == program.path]
 
@@ -104,32 +80,6 @@ def trimmed_traceback(exc: BaseException, program: Program) -> tuple[str, int | 
             lines.append(f"    {frame.line.strip()}")
     lines.extend(line.rstrip("\n") for line in traceback.format_exception_only(type(exc), exc))
     return clip("\n".join(lines), TRACEBACK_LIMIT), (frames[-1].lineno if frames else None)
-
-
-def waiting_at(task: asyncio.Task, program: Program) -> str:
-    """The innermost line of the user's code a suspended task is waiting at."""
-    coro = task.get_coro()
-    name = getattr(coro, "__qualname__", repr(coro))
-    innermost = None
-    while coro is not None:  # follow the chain of awaits down to the future
-        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
-        if frame is not None and frame.f_code.co_filename == program.path:
-            innermost = frame
-            name = getattr(coro, "__qualname__", name)
-        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
-    if innermost is None:
-        return f"`{name}`"
-    line = linecache.getline(program.path, innermost.f_lineno).strip()
-    return f"`{name}` at line {innermost.f_lineno}: `{line}`"
-
-
-def describe_tasks(tasks: list[asyncio.Task], program: Program) -> list[str]:
-    """Where each task waits, identical places grouped: ``3 x `f` at line 9: ...``."""
-    counts: dict[str, int] = {}
-    for task in tasks:
-        place = waiting_at(task, program)
-        counts[place] = counts.get(place, 0) + 1
-    return [f"{n} x {place}" if n > 1 else place for place, n in sorted(counts.items())]
 
 
 @contextmanager

@@ -48,14 +48,6 @@ def current() -> Sim | None:
     return _current
 
 
-def _loop_is_running() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
-
 class Sim:
     def __init__(self, loop: VirtualLoop) -> None:
         self.loop = loop
@@ -63,8 +55,6 @@ class Sim:
         # what the program did that a reviewer should hear about
         self.blocking_calls: Counter[str] = Counter()  # blocking calls made inside async code
         self.thread_calls: Counter[str] = Counter()  # threads / executors (run inline)
-        self.clock_reads = 0  # time.time()/monotonic()/perf_counter() calls from user code
-        self._last_stall: Span | None = None
         # Set by the grader while it serves a blocking call from the candidate's process:
         # whether the candidate's event loop was running (a blocking call in async code).
         self.caller_in_async = False
@@ -180,23 +170,6 @@ class Sim:
         span = self.open_span(lane, op, batch, blocking=True)
         self.loop.advance_ticks(self.cost_ticks(seconds))
         self.close_span(span)
-
-    def stall(self, seconds: float, *, call: str) -> None:
-        """Blocking time that is not an operation of the kit (``time.sleep``, a spin).
-
-        It shows in the trace on the ``blocked`` lane; back-to-back stalls of the
-        same kind (a busy-wait reads the clock thousands of times) make one span.
-        """
-        if _loop_is_running():
-            self.blocking_calls[call] += 1
-        start = self.ticks()
-        self.loop.advance(seconds)
-        last = self._last_stall
-        if last is not None and last.op == call and last.end == start:
-            last.end = self.ticks()
-        else:
-            self._last_stall = self.trace.open("blocked", call, start, None, True)
-            self._last_stall.end = self.ticks()
 
 
 class Cluster:
