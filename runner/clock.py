@@ -24,6 +24,7 @@ The ready queue is stock asyncio (FIFO).
 from __future__ import annotations
 
 import asyncio
+import heapq
 import threading
 from asyncio import events
 from contextlib import contextmanager
@@ -153,9 +154,14 @@ class VirtualLoop(_LooptimeSelectorLoop):
 
     def next_timer_ticks(self) -> int | None:
         """When the next scheduled timer fires (None: nothing is scheduled)."""
-        # CPython-private: BaseEventLoop keeps its timers in the heap ``_scheduled``.
-        whens = [h.when() for h in self._scheduled if not h.cancelled()]
-        return to_ticks(min(whens)) if whens else None
+        # CPython-private: BaseEventLoop keeps its timers in the heap ``_scheduled`` and
+        # drops cancelled ones from its head in ``_run_once``; do the same, then read the head.
+        heap = self._scheduled
+        while heap and heap[0]._cancelled:
+            handle = heapq.heappop(heap)
+            handle._scheduled = False
+            self._timer_cancelled_count -= 1
+        return to_ticks(heap[0]._when) if heap else None
 
     def _checked_select(self, timeout):
         if timeout != 0 and self.pause_when is not None and self.pause_when():

