@@ -247,26 +247,34 @@ def _cpu_seconds(pid: int | str = "self") -> float:
 def bench_exercise(exercise, repeat: int) -> dict:
     """CPU seconds to grade the reference solution: baselines + candidate + all seeds,
     the grader's process and the candidate's processes (forked by the fork server, which
-    reaps them) together."""
+    reaps them) together, and how they split."""
     from runner import grading, host
 
-    times = []
+    rows = []
     result = None
     grading.grade(exercise.directory, exercise.solution, seeds=0)  # the fork server's start
     for _ in range(repeat):
         grading._baselines.clear()  # measure the baseline runs too
         server = host.fork_server().process.pid
-        start = _cpu_seconds() + _cpu_seconds(server)
+        host.STATS.clear()
+        grader, candidates = _cpu_seconds(), _cpu_seconds(server)
         result = grading.grade(exercise.directory, exercise.solution)
-        times.append(_cpu_seconds() + _cpu_seconds(server) - start)
-    times.sort()
+        grader = _cpu_seconds() - grader
+        candidates = _cpu_seconds(server) - candidates
+        rows.append((grader + candidates, grader, candidates, dict(host.STATS)))
+    rows.sort(key=lambda row: row[0])
+    median = rows[len(rows) // 2]
     return {
         "exercise": exercise.slug,
         "runs": result["metrics"]["runs"],
         "verdict": result["verdict"],
-        "cpu_min": times[0],
-        "cpu_median": times[len(times) // 2],
-        "cpu_max": times[-1],
+        "cpu_min": rows[0][0],
+        "cpu_median": median[0],
+        "cpu_max": rows[-1][0],
+        "grader_median": median[1],
+        "candidates_median": median[2],
+        "processes": median[3].get("runs", 0),
+        "messages": median[3].get("messages", 0),
     }
 
 
@@ -278,7 +286,10 @@ def _bench(args) -> int:
 
     startup = time.process_time() - start
     print(f"start-up (imports, torch): {startup:.2f} s CPU, not counted below")
-    print(f"{'exercise':<30} {'runs':>5} {'min':>8} {'median':>8} {'max':>8}   verdict")
+    print(
+        f"{'exercise':<30} {'runs':>5} {'min':>8} {'median':>8} {'max':>8}   verdict"
+        "     (median: grader + candidates' processes; processes, messages)"
+    )
     worst = 0.0
     for exercise in _exercises(args.exercises):
         if exercise.track == "gpu":
@@ -288,7 +299,9 @@ def _bench(args) -> int:
         worst = max(worst, row["cpu_median"])
         print(
             f"{row['exercise']:<30} {row['runs']:>5} {row['cpu_min']:>7.3f}s "
-            f"{row['cpu_median']:>7.3f}s {row['cpu_max']:>7.3f}s   {row['verdict']}"
+            f"{row['cpu_median']:>7.3f}s {row['cpu_max']:>7.3f}s   {row['verdict']:<9}"
+            f" ({row['grader_median']:.2f} s + {row['candidates_median']:.2f} s;"
+            f" {row['processes']} processes, {row['messages']} messages)"
         )
     print(f"target: at most 0.5 s CPU per exercise; worst median {worst:.3f} s")
     return EXIT_OK

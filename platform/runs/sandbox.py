@@ -68,8 +68,9 @@ def sandbox_reap() -> int:
 
 
 def sandbox_pool_start() -> None:
-    """In each worker process: keep a few sandboxes started, torch imported, for one run
-    each, so a run does not pay the start-up (on by default for docker)."""
+    """In each worker process: keep a few sandboxes started, torch imported, so a run does
+    not pay the start-up (on by default for docker; a docker sandbox serves up to
+    OVERLAP_SANDBOX_JOBS runs, reset between them)."""
     from runner import sandbox
 
     try:

@@ -15,7 +15,12 @@ Protocol (sandbox -> host, on stdout): one line, a JSON object (the envelope)::
 
     {"nonce", "exit_code", "signal", "grading_s", "stdout", "stderr", "stdout_bytes",
      "stderr_bytes", "limit": null | "timeout" | "output_limit", "oom_kills",
-     "pids_max_events", "tmp_free_bytes", "error"}
+     "pids_max_events", "tmp_free_bytes", "error", "serving"}
+
+With ``--serve N`` (pooled docker sandboxes) this process runs up to N jobs one after the
+other: after a job that ended cleanly it kills whatever the job left, wipes every writable
+folder and System V IPC object (``reset_between_jobs``) and says ``"serving": true``, then
+waits for the next job; otherwise it says false and exits.
 
 The job runs in a forked child, so modules preloaded here (torch) are not imported again:
 that is what a warm pool buys. The child's stdout and stderr are pipes read here, bounded;
@@ -300,7 +305,21 @@ def _tmp_free_bytes(path: str) -> int | None:
     return st.f_bavail * st.f_frsize
 
 
+OOM_COUNTERS = ["/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"]
+PIDS_COUNTERS = ["/sys/fs/cgroup/pids.events", "/sys/fs/cgroup/pids/pids.events"]
+
+
+def _since(before: int | None, after: int | None) -> int | None:
+    """A cgroup counter's growth during one job (the counters outlive the job when the
+    sandbox serves several)."""
+    if after is None:
+        return None
+    return after - (before or 0)
+
+
 def run_job(job: dict) -> dict:
+    oom_before = _cgroup_counter(OOM_COUNTERS, "oom_kill")
+    pids_before = _cgroup_counter(PIDS_COUNTERS, "max")
     write_files(job["workdir"], job.get("files", {}))
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -316,6 +335,8 @@ def run_job(job: dict) -> dict:
     err = _Capture(err_r, int(job["stderr_bytes"]))
     outcome = supervise(job, child_pid, out, err)
     grading_s = time.monotonic() - started
+    os.close(out_r)
+    os.close(err_r)
     raw = outcome["raw"]
     exit_code = os.WEXITSTATUS(raw) if raw is not None and os.WIFEXITED(raw) else None
     sig = os.WTERMSIG(raw) if raw is not None and os.WIFSIGNALED(raw) else None
@@ -328,16 +349,98 @@ def run_job(job: dict) -> dict:
         "stdout_bytes": out.total,
         "stderr_bytes": err.total,
         "limit": outcome["limit"],
-        "oom_kills": _cgroup_counter(
-            ["/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"],
-            "oom_kill",
-        ),
-        "pids_max_events": _cgroup_counter(
-            ["/sys/fs/cgroup/pids.events", "/sys/fs/cgroup/pids/pids.events"], "max"
-        ),
+        "oom_kills": _since(oom_before, _cgroup_counter(OOM_COUNTERS, "oom_kill")),
+        "pids_max_events": _since(pids_before, _cgroup_counter(PIDS_COUNTERS, "max")),
         "tmp_free_bytes": _tmp_free_bytes(job.get("tmp_dir", "/tmp")),
         "error": None,
     }
+
+
+# -- serving several jobs (a pooled docker sandbox) -------------------------------------
+#
+# Between two jobs nothing of the first may reach the second: every process of the job is
+# already killed (``_kill_everything``: as PID 1, kill(-1)); what could outlive them is
+# wiped here, or the sandbox stops serving (the host then destroys it). The root file
+# system is read-only; what is writable is listed in WRITABLE. System V IPC objects live
+# in the sandbox's own IPC namespace until removed.
+
+WRITABLE = ("/tmp", "/dev/shm", "/dev/mqueue")
+IPC_RMID = 0
+SYSV_IPC = (("/proc/sysvipc/shm", "shmctl"), ("/proc/sysvipc/msg", "msgctl"),
+            ("/proc/sysvipc/sem", "semctl"))
+
+
+def _wipe(folder: str) -> None:
+    """Remove everything inside ``folder`` (the folder itself stays)."""
+    if not os.path.isdir(folder):
+        return
+    for root, dirs, _files in os.walk(folder):
+        for name in dirs:  # jobs leave read-only folders (write_files): make them writable
+            with contextlib.suppress(OSError):
+                os.chmod(os.path.join(root, name), 0o700, follow_symlinks=False)
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            import shutil
+
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+
+
+def _remove_sysv_ipc() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    for listing, call in SYSV_IPC:
+        if not os.path.exists(listing):
+            continue
+        with open(listing) as handle:
+            rows = handle.read().splitlines()[1:]
+        for row in rows:
+            ipc_id = int(row.split()[1])
+            if call == "semctl":
+                result = libc.semctl(ipc_id, 0, IPC_RMID)
+            else:
+                result = getattr(libc, call)(ipc_id, IPC_RMID, None)
+            if result != 0:
+                raise OSError(ctypes.get_errno(), f"{call}({ipc_id}, IPC_RMID) failed")
+
+
+def _others_alive() -> bool:
+    """Any process in this sandbox but this one (PID 1 sees its whole namespace)."""
+    me = str(os.getpid())
+    return any(name.isdigit() and name != me for name in os.listdir("/proc"))
+
+
+def reset_between_jobs(job: dict) -> bool:
+    """Leave nothing of the job behind; False when that cannot be made sure of."""
+    if os.getpid() != 1:
+        return False  # only PID 1 of its own namespace can know every process is gone
+    try:
+        deadline = time.monotonic() + 2.0
+        while _others_alive():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(-1, signal.SIGKILL)
+            _reap(-1, {})
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.001)
+        for folder in {*WRITABLE, job.get("tmp_dir", "/tmp")}:
+            _wipe(folder)
+        _remove_sysv_ipc()
+    except (OSError, ValueError, IndexError):
+        return False
+    return True
+
+
+def clean_end(envelope: dict) -> bool:
+    """Whether a job ended in a way that leaves the sandbox fit for another one."""
+    return (
+        envelope.get("error") is None
+        and envelope.get("limit") is None
+        and envelope.get("exit_code") == 0
+        and not envelope.get("oom_kills")
+        and not envelope.get("pids_max_events")
+    )
 
 
 def _write_envelope(envelope: dict) -> None:
@@ -355,6 +458,7 @@ def main(argv: list[str]) -> int:
     preload = []
     idle_timeout_s = None
     announce = False
+    max_jobs = 1  # jobs this sandbox runs, one after the other (--serve N)
     args = list(argv)
     while args:
         flag = args.pop(0)
@@ -362,6 +466,8 @@ def main(argv: list[str]) -> int:
             preload = [name for name in args.pop(0).split(",") if name]
         elif flag == "--idle-timeout":
             idle_timeout_s = float(args.pop(0))
+        elif flag == "--serve":
+            max_jobs = max(1, int(args.pop(0)))
         elif flag == "--announce":
             announce = True
         elif flag == "--die-with-parent":
@@ -376,20 +482,30 @@ def main(argv: list[str]) -> int:
             __import__(name)
     if announce:
         os.write(2, b"ready\n")
-    nonce = None
-    try:
-        job = read_job(0, idle_timeout_s)
-        nonce = job.get("nonce")
-        if job.get("protocol", PROTOCOL) != PROTOCOL:
-            raise ValueError("protocol mismatch")
-        envelope = run_job(job)
-    except (TimeoutError, EOFError):
-        os._exit(0)  # an idle pooled sandbox, or a host that went away: nothing to report
-    except Exception as exc:
-        envelope = {"error": f"{type(exc).__name__}: {exc}"}
-    envelope["nonce"] = nonce
-    envelope["protocol"] = PROTOCOL
-    _write_envelope(envelope)
+    served = 0
+    while True:
+        nonce = None
+        job: dict = {}
+        try:
+            job = read_job(0, idle_timeout_s)
+            nonce = job.get("nonce")
+            if job.get("protocol", PROTOCOL) != PROTOCOL:
+                raise ValueError("protocol mismatch")
+            envelope = run_job(job)
+        except (TimeoutError, EOFError):
+            os._exit(0)  # an idle pooled sandbox, or a host that went away: nothing to report
+        except Exception as exc:
+            envelope = {"error": f"{type(exc).__name__}: {exc}"}
+        served += 1
+        # Another job only after a clean end and a complete reset; the host reads
+        # "serving" to know whether it may send one.
+        serving = served < max_jobs and clean_end(envelope) and reset_between_jobs(job)
+        envelope["nonce"] = nonce
+        envelope["protocol"] = PROTOCOL
+        envelope["serving"] = serving
+        _write_envelope(envelope)
+        if not serving:
+            break
     # No interpreter teardown: with torch imported it takes about a second, and the host
     # is waiting for this process to end.
     os._exit(0)

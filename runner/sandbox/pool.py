@@ -1,9 +1,13 @@
-"""The warm pool: sandboxes started ahead of time, torch already imported, one run each.
+"""The warm pool: sandboxes started ahead of time, torch already imported.
 
 A pooled sandbox is exactly like a cold one (same limits, same isolation); it has only
-started earlier and imported torch while idle. It runs one job and is destroyed; a
-background thread starts its replacement once that run has ended (starting one means
-importing torch: on a small machine, doing it during the run would slow the run down).
+started earlier and imported torch while idle. A docker sandbox serves several jobs one
+after the other (``OVERLAP_SANDBOX_JOBS``, default 50): after each, its first process
+kills every process the job left, wipes every writable folder and System V IPC object,
+and says in its report whether it may take another; if not (or the run hit a limit, or
+the report was not clean), it is destroyed and a background thread starts its replacement
+(starting one means importing torch: on a small machine, doing it during the run would
+slow the run down). Other backends run one job per sandbox.
 A run whose creation-time limits (memory, CPU, processes, disk) or GPU request differ
 from the pool's gets a cold sandbox instead.
 
@@ -68,11 +72,23 @@ class WarmPool:
                 sandbox, started = self._ready.popleft()
                 self._in_use += 1
             sandbox.pool = self
+            sandbox.pool_started = started
             if time.monotonic() - started < MAX_AGE_S and sandbox.alive():
                 sandbox.pooled = True
                 return sandbox
             sandbox.destroy()  # died while idle (or about to): never hand it out
             self.release()
+
+    def give_back(self, sandbox: Sandbox) -> None:
+        """A sandbox from this pool ran its job and was reset for another: ready again."""
+        with self._lock:
+            self._in_use -= 1
+            keep = not self._closed and len(self._ready) < self.size
+            if keep:
+                self._ready.append((sandbox, sandbox.pool_started))
+            self._lock.notify_all()
+        if not keep:
+            sandbox.destroy()
 
     def release(self) -> None:
         """The run of a sandbox taken from this pool has ended: time to start another."""

@@ -89,23 +89,30 @@ def execute(job: Job, backend: Backend, gpu=None) -> dict:
     pooled = sandbox is not None
     if sandbox is None:
         sandbox = backend.start(limits, gpu)
+    served_before = sandbox.served
+    reuse = False
     try:
         sandbox.prepare(job)
         slack = POOLED_SLACK_S if pooled else COLD_SLACK_S
         raw = sandbox.run(job, time.monotonic() + limits.wall_s + slack)
+        reuse = sandbox.pool is not None and sandbox.serving
     except SandboxUnavailable:
         raise
     except Exception as exc:  # a broken engine connection, a vanished process
         raw = RawRun(error=f"{type(exc).__name__}: {exc}")
     finally:
-        sandbox.destroy()
-        if sandbox.pool is not None:
-            sandbox.pool.release()
+        if reuse:
+            sandbox.pool.give_back(sandbox)  # reset inside, ready for the next job
+        else:
+            sandbox.destroy()
+            if sandbox.pool is not None:
+                sandbox.pool.release()
     result, grading_s = interpret(raw, job.nonce, limits)
     result["sandbox"] = {
         "backend": backend.name,
         "isolated": backend.isolated,
         "pooled": pooled,
+        "served_before": served_before,  # jobs this sandbox ran before this one
         "gpu": gpu,
         "limits": limits.as_dict(),
         "duration_s": round(time.monotonic() - started, 4),

@@ -101,7 +101,7 @@ def test_naming_an_unusable_backend_says_why(monkeypatch):
 
 
 @pytest.mark.parametrize("backend", [backend_param("docker"), backend_param("bwrap")])
-def test_a_warm_sandbox_runs_one_job_and_is_replaced(backend):
+def test_a_warm_sandbox_serves_the_next_job_docker_only(backend):
     require(backend)
     from runner.sandbox.limits import Limits
     from runner.sandbox.pool import start_pool, stop_pool
@@ -117,11 +117,83 @@ def test_a_warm_sandbox_runs_one_job_and_is_replaced(backend):
         assert pool.wait_full(120)
         second = run_script(code, backend=backend, limits=limits)
         assert second["sandbox"]["pooled"] is True
+        # docker: the same sandbox, reset, ran the second job; bwrap: a fresh one
+        assert second["sandbox"]["served_before"] == (1 if backend == "docker" else 0)
+        assert metrics(second)["torch"] is True
         other = run_script(code, backend=backend, limits=dict(FAST, memory_mib=300))
         assert other["sandbox"]["pooled"] is False  # other limits: a cold sandbox
     finally:
         stop_pool()
     assert_nothing_left(backend)
+
+
+LEAVE_BEHIND = program(
+    "import ctypes\n"
+    "open('/tmp/left-behind', 'w').write('the first candidate')\n"
+    "os.makedirs('/tmp/locked/inner'); os.chmod('/tmp/locked', 0o500)\n"
+    "open('/dev/shm/left-behind', 'w').write('the first candidate')\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "shm = libc.shmget(0x0F1A, 4096, 0o1666)\n"
+    "msg = libc.msgget(0x0F1B, 0o1666)\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    os.setsid()\n"
+    "    if os.fork() == 0:\n"
+    "        time.sleep(600)\n"
+    "    os._exit(0)\n"
+    "os.waitpid(pid, 0)\n"
+    + report("pass", shm="shm", msg="msg")
+)
+LOOK_AROUND = program(
+    "def rows(name):\n"
+    "    with open('/proc/sysvipc/' + name) as f:\n"
+    "        return len(f.read().splitlines()) - 1\n"
+    "others = [p for p in os.listdir('/proc') if p.isdigit() and int(p) not in "
+    "(1, os.getpid())]\n"
+    + report(
+        "pass",
+        tmp="sorted(os.listdir('/tmp'))",
+        shm_files="sorted(os.listdir('/dev/shm'))",
+        shm="rows('shm')",
+        msg="rows('msg')",
+        others="others",
+    )
+)
+
+
+@pytest.mark.docker
+def test_nothing_of_a_job_reaches_the_next_one_in_a_served_sandbox():
+    """A docker sandbox serves several jobs; what a job leaves — files in /tmp and
+    /dev/shm (read-only folders too), System V IPC objects, a setsid daemon — is gone
+    before the next job starts, and a job that hits a limit is never followed by another."""
+    require("docker")
+    from runner.sandbox.limits import Limits
+    from runner.sandbox.pool import start_pool, stop_pool
+
+    limits = Limits.from_mapping(FAST)
+    pool = start_pool("docker", size=1, limits=limits)
+    try:
+        assert pool.wait_full(120), "the pool never became ready"
+        first = run_script(LEAVE_BEHIND, backend="docker", limits=limits)
+        assert first["status"] == "pass", first
+        assert metrics(first)["shm"] >= 0 and metrics(first)["msg"] >= 0  # they were made
+        second = run_script(LOOK_AROUND, backend="docker", limits=limits)
+        assert second["sandbox"]["served_before"] == first["sandbox"]["served_before"] + 1
+        seen = metrics(second)
+        # /tmp holds only the second job's own folder
+        assert seen["tmp"] == ["job"] and seen["shm_files"] == [], seen
+        assert seen["shm"] == 0 and seen["msg"] == 0, seen
+        # PID 1 and this job only (its parent is PID 1's fork: the job's own process)
+        assert len(seen["others"]) <= 1, seen
+        noisy = program("sys.stdout.write('x' * (8 << 20))\n")
+        over = run_script(noisy, backend="docker", limits=limits)
+        assert over["sandbox"]["served_before"] >= 2
+        assert pool.wait_full(120)
+        after = run_script(LOOK_AROUND, backend="docker", limits=limits)
+        assert after["sandbox"]["served_before"] == 0  # a fresh sandbox after the limit
+    finally:
+        stop_pool()
+    assert_nothing_left("docker")
 
 
 @pytest.mark.parametrize("backend", [backend_param("docker"), backend_param("bwrap")])

@@ -108,11 +108,14 @@ def child_env(limits: Limits, tmp_dir: str, runner_parent: str) -> dict[str, str
 
 
 class Sandbox(ABC):
-    """One started sandbox. It runs exactly one job, then is destroyed."""
+    """One started sandbox. It runs one job, then is destroyed — or, pooled docker
+    sandboxes, goes back to its pool when its report says it was reset for another."""
 
     backend: str
     pooled = False
     pool = None  # the WarmPool it came from, told when the run has ended
+    served = 0  # jobs it has run
+    serving = False  # set by run(): it takes another job (only pooled docker sandboxes)
 
     @abstractmethod
     def run(self, job: Job, deadline: float) -> RawRun:

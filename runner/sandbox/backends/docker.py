@@ -9,6 +9,7 @@ Containers carry labels; the reaper removes what a killed worker left behind.
 """
 
 import contextlib
+import json
 import os
 import select
 import socket
@@ -40,6 +41,14 @@ LABEL = "org.overlap.sandbox"
 INSIDE_PYTHON = "/opt/venv/bin/python"
 INSIDE_RUNNER_PARENT = "/opt/overlap"
 IDLE_TIMEOUT_S = 3600
+# Jobs one pooled sandbox serves, one after the other, each after a complete reset (see
+# runner.sandbox.inside, reset_between_jobs): no container start and no torch import per
+# run. OVERLAP_SANDBOX_JOBS=1 gives every run a fresh container.
+DEFAULT_JOBS = 50
+
+
+def jobs_per_sandbox() -> int:
+    return max(1, int(os.environ.get("OVERLAP_SANDBOX_JOBS", DEFAULT_JOBS)))
 STDOUT, STDERR = 1, 2
 
 
@@ -58,6 +67,8 @@ class DockerSandbox(Sandbox):
         self._buffer = b""
         self._stderr = b""
         self._destroyed = False
+        self.served = 0  # jobs this sandbox has run
+        self.serving = False  # whether its last report said it takes another job
 
     def prepare(self, job: Job) -> None:
         job.env = child_env(job.limits, "/tmp", INSIDE_RUNNER_PARENT)
@@ -140,6 +151,10 @@ class DockerSandbox(Sandbox):
                 raw.oom_killed = bool(self.container.attrs["State"].get("OOMKilled"))
         raw.stdout = bytes(out[:cap])
         raw.stderr = self._stderr[-DIAG_BYTES:]
+        self.served += 1
+        self.serving = _serving(raw.stdout, job.nonce) and not (
+            raw.host_timeout or raw.truncated or raw.error
+        )
         return raw
 
     def destroy(self) -> None:
@@ -151,6 +166,19 @@ class DockerSandbox(Sandbox):
         # The run is over (its first process exited or was killed): removing the container
         # can happen after the result is returned. The reaper catches what this misses.
         threading.Thread(target=_remove, args=(self.container,), daemon=True).start()
+
+
+def _serving(report: bytes, nonce: str) -> bool:
+    """Whether the sandbox's report (its job's, by the nonce) says it takes another job."""
+    try:
+        envelope = json.loads(report)
+    except ValueError:
+        return False
+    return (
+        isinstance(envelope, dict)
+        and envelope.get("nonce") == nonce
+        and envelope.get("serving") is True
+    )
 
 
 def _frame_size(buffer: bytes) -> int:
@@ -211,6 +239,7 @@ class DockerBackend(Backend):
         command += ["--idle-timeout", str(IDLE_TIMEOUT_S)]
         if preload:
             command += ["--preload", preload_modules(), "--announce"]
+            command += ["--serve", str(jobs_per_sandbox())]
         expires = time.time() + IDLE_TIMEOUT_S + limits.wall_s + 120
         try:
             container = client.containers.create(
