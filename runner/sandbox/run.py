@@ -14,6 +14,16 @@ POOLED_SLACK_S = 10.0
 _instances: dict[str, Backend] = {}
 
 
+def _forget_backends() -> None:
+    # A forked process (a Celery pool process) must not share its parent's engine client:
+    # two processes on one HTTP connection garble each other's requests, the engine then
+    # looks unavailable and the process falls back to a backend without a warm pool.
+    _instances.clear()
+
+
+os.register_at_fork(after_in_child=_forget_backends)
+
+
 def get_backend(name: str) -> Backend:
     if name not in _instances:
         if name == "docker":

@@ -273,3 +273,33 @@ def test_two_workers_on_one_host_never_reap_each_others_sandboxes(tmp_path):
         proc.wait()
     get_backend("docker").reap()  # the next start after that worker died
     assert wait_until(lambda: not theirs(), 30), "the dead worker's sandbox was left behind"
+
+
+@pytest.mark.docker
+def test_threads_asking_at_once_all_hear_that_the_engine_is_there():
+    """A Celery pool process starts its warm pool while its heartbeat asks the same: each
+    must hear the engine's real state, not "not checked" (which silently left half the
+    pool processes without warm sandboxes)."""
+    require("docker")
+    from concurrent.futures import ThreadPoolExecutor
+
+    from runner.sandbox.backends.docker import DockerBackend
+
+    backend = DockerBackend()
+    with ThreadPoolExecutor(8) as threads:
+        answers = list(threads.map(lambda _: backend.problem(), range(8)))
+    assert answers == [None] * 8
+
+
+def test_a_forked_process_builds_its_own_engine_clients():
+    from runner.sandbox import run
+
+    run.get_backend("process")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(write, b"1" if run._instances else b"0")
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.read(read, 1) == b"0"
+    assert "process" in run._instances  # the parent keeps its own

@@ -198,6 +198,9 @@ class DockerBackend(Backend):
         self._client = None
         self._checked_at = 0.0
         self._problem: str | None = "not checked"
+        # Threads of one process ask at once (a pool starting, the heartbeat): one checks,
+        # the others wait for its answer instead of reading "not checked" meanwhile.
+        self._check_lock = threading.Lock()
 
     def client(self):
         if self._client is None:
@@ -208,11 +211,11 @@ class DockerBackend(Backend):
 
     def problem(self) -> str | None:
         # Checked at most every 10 s: the engine can come and go.
-        if time.monotonic() - self._checked_at < 10:
+        with self._check_lock:
+            if time.monotonic() - self._checked_at >= 10:
+                self._problem = self._check()
+                self._checked_at = time.monotonic()
             return self._problem
-        self._checked_at = time.monotonic()
-        self._problem = self._check()
-        return self._problem
 
     def _check(self) -> str | None:
         try:
