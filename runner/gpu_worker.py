@@ -39,6 +39,7 @@ import builtins
 import contextlib
 import ctypes
 import inspect
+import linecache
 import os
 import random
 import resource
@@ -73,6 +74,7 @@ from runner.protocol import Channel  # noqa: E402
 from runner.result import TRACE_LIMIT, BoundedText, NullText  # noqa: E402
 
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 1, 4, 36
+NOBODY = 65534
 TRUSTED_FRAME = 1 << 20  # what the grader sends is small
 SYNC_WARNING = "synchronizing"  # torch's sync debug mode: "called a synchronizing CUDA operation"
 MAX_SYNCS = 2000
@@ -358,6 +360,11 @@ def _child(sock: socket.socket, exercise, limits: dict) -> None:
     channel = Channel(sock, max_frame=TRUSTED_FRAME)
     try:
         spec = channel.recv()
+        program = None
+        if spec["kind"] == "run":
+            program = Program.from_file(spec["code"], spec.get("display"))
+            linecache.getlines(program.path)  # tracebacks quote it after the drop below
+        _drop_root()
         session = Session(channel, exercise, spec)
         session.start()
         if spec["kind"] == "components":
@@ -366,7 +373,6 @@ def _child(sock: socket.socket, exercise, limits: dict) -> None:
             channel.recv()
             channel.send(session.components())
             return
-        program = Program.from_file(spec["code"], spec.get("display"))
         if spec.get("warm"):
             session.warm_up()
         session.run(program)
@@ -377,6 +383,18 @@ def _child(sock: socket.socket, exercise, limits: dict) -> None:
             traceback.print_exc()
     finally:
         os._exit(0)
+
+
+def _drop_root() -> None:
+    """A grader running as root (a local trial, the ``process`` sandbox backend as root):
+    the run becomes ``nobody``, so neither capabilities (CAP_SYS_PTRACE overrides
+    non-dumpable) nor the uid let it reach the grader. In the sandboxes the grader is
+    already an unprivileged user with no capabilities."""
+    if os.geteuid() != 0:
+        return
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
 
 
 def _strays(parent: int) -> list[int]:
