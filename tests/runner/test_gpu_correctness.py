@@ -206,7 +206,9 @@ def test_an_answer_memoised_in_one_run_never_reaches_another(write_code):
         assert not marker.exists() or marker.stat().st_size == 0
     finally:
         marker.unlink(missing_ok=True)
-    assert result["verdict"] == "too_slow", result["message"]  # the starter's verdict
+    statuses = {c["name"]: c["status"] for c in result["checks"]}
+    assert {statuses[name] for name in NAMES} == {"pass"}, result["message"]  # no memo found
+    assert result["verdict"] != "runtime_error"  # (CPU timings say nothing: no verdict)
     assert "cannot write" in result["stdout"]
     assert result["metrics"]["runs"] == 4  # checked, warm-up, two trials: each trained
 
