@@ -14,48 +14,49 @@
    verdict ``wrong``, ``too_slow`` or ``accepted``.
 
 The same code runs on a CPU when a test asks for ``device="cpu"`` (small sizes, no
-streams to race, timing by perf_counter): the path is exercised, overlap is not measured.
+streams to race): the path is exercised, overlap is not measured.
+
+**Trust boundary.** This process never executes code from a candidate's file, nor touches
+the device: every run (the starter's too) happens in a fresh child of the fork server
+``runner.gpu_worker``, which sends back what it saw (``runner.gpu_host`` decodes it as
+untrusted input). The verdict, the checks and the clock live here. The timed interval of
+a trial is measured here, from the ``go`` sent to the child to its answer, which must
+commit to the trained weights (see runner/gpu_worker.py); the child's own CUDA-event time
+is kept only as a cross-check. What the child reports about *how* it trained (the
+recorder: steps, validation records, host syncs, the timeline) is forgeable: only the
+returned weights, losses and stop epoch, compared here with the starter's, and the time
+measured here are tamper-proof.
 """
 
 from __future__ import annotations
 
-import asyncio
-import builtins
-import inspect
+import math
 import os
-import random
-import sys
-import time
-import warnings
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from runner import gpu_timing
+from runner import gpu_host, gpu_timing
 from runner.exercise import GpuExercise
-from runner.gpu_kit import Amplifier, Recorder, sleep_cycles_per_second
+from runner.gpu_host import COMMIT_FRAME, SMALL_FRAME, RunBroke, RunProcess, RunRecord
 from runner.harness import (
     DEFAULT_WATCHDOG,
     Failure,
     InternalError,
     Program,
-    WatchdogTimeout,
-    captured,
-    exception_message,
-    missing_entry_point,
     syntax_result,
-    trimmed_traceback,
-    watchdog,
 )
-from runner.result import TRACE_LIMIT, BoundedText, Check, NullText, empty_metrics, make_result
+from runner.result import Check, empty_metrics, make_result
 
 MAX_LINES_LISTED = 5
 NOISY_SPREAD = 0.10  # interquartile range of the speedup above 10% of it: warn
-SYNC_WARNING = "synchronizing"  # torch's sync debug mode: "called a synchronizing CUDA operation"
+CLOCK = "perf_counter"  # the grader's clock around each request to a run process
+SETUP_S = 300.0  # real seconds a run process may take to start (CUDA, data, warm-up)
+TRUSTED_RUN_S = 600.0  # real seconds one run of the starter may take
+CROSS_CHECK_SLACK = 0.005  # seconds a child's own time may exceed the grader's
 
 
 class _RunFailed(Exception):
@@ -74,19 +75,19 @@ class _TrialWrong(Exception):
 class GpuRun:
     """One run of a program on the device, as checks see it."""
 
-    phase: str  # reference | trajectory | checked | warmup | trial | component
+    phase: str  # reference | trajectory | checked | warmup | trial
     index: int | None
-    job: Any
-    recorder: Recorder
-    returned: Any = None
+    config: Any
+    recorder: RunRecord  # as the run process reported it (forgeable)
+    returned: Any = None  # host values; tensors copied to the host
     failure: Failure | None = None
-    seconds: float | None = None
+    seconds: float | None = None  # measured by the grader: go -> committed answer
+    device_seconds: float | None = None  # the run process's own clock (a cross-check)
     syncs: list[tuple[int, int, str]] = field(default_factory=list)  # (line, steps so far, text)
     precision_changed: bool = False
-
-    @property
-    def config(self):
-        return self.job.config
+    trace: dict | None = None
+    stdout: str = ""
+    stderr: str = ""
 
     def where(self) -> str:
         if self.phase in ("warmup", "trial"):
@@ -100,7 +101,7 @@ def cuda_available() -> bool:
 
 def needs_gpu_result(exercise: GpuExercise, reason: str) -> dict:
     metrics = empty_metrics()
-    metrics.update(clock="cuda_events", device=None, target_overlap=exercise.target_overlap)
+    metrics.update(clock=CLOCK, device=None, target_overlap=exercise.target_overlap)
     return make_result(
         exercise=exercise.slug,
         verdict="needs_gpu",
@@ -111,77 +112,6 @@ def needs_gpu_result(exercise: GpuExercise, reason: str) -> dict:
         ),
         metrics=metrics,
     )
-
-
-# -- precision and determinism -----------------------------------------------------
-
-
-def _precision() -> tuple:
-    return (
-        torch.get_float32_matmul_precision(),
-        torch.backends.cuda.matmul.allow_tf32,
-        torch.backends.cudnn.allow_tf32,
-    )
-
-
-def _set_precision(state: tuple) -> None:
-    torch.set_float32_matmul_precision(state[0])
-    torch.backends.cuda.matmul.allow_tf32 = state[1]
-    torch.backends.cudnn.allow_tf32 = state[2]
-
-
-IEEE = ("highest", False, False)  # full float32 matmuls: results comparable to the reference
-
-
-# -- host synchronisations -----------------------------------------------------------
-
-
-@contextmanager
-def _watch_syncs(program: Program, run: GpuRun):
-    """Record host synchronisations made from the candidate's file (CUDA only): those
-    torch's sync debug mode reports (``.item()``, ``.cpu()``, ``.tolist()``, ``bool()`` of a
-    tensor, ``Stream.synchronize()``...) and ``torch.cuda.synchronize()``. Waiting on a
-    CUDA event is not counted: it is how a host waits for one side stream's result."""
-    if run.recorder.device.type != "cuda":
-        yield
-        return
-
-    def innermost_line() -> int | None:
-        frame = sys._getframe(1)
-        while frame is not None:
-            if frame.f_code.co_filename == program.path:
-                return frame.f_lineno
-            frame = frame.f_back
-        return None
-
-    def note(text: str) -> None:
-        line = innermost_line()
-        if line is not None:
-            run.syncs.append((line, run.recorder.steps, text))
-
-    original_synchronize = torch.cuda.synchronize
-    previous_show = warnings.showwarning
-
-    def showwarning(message, category, filename, lineno, file=None, line=None):
-        if SYNC_WARNING in str(message):
-            note("synchronizing operation")
-        else:
-            previous_show(message, category, filename, lineno, file, line)
-
-    def synchronize(device=None):
-        note("torch.cuda.synchronize()")
-        return original_synchronize(device)
-
-    with warnings.catch_warnings():
-        warnings.filterwarnings("always", message=f".*{SYNC_WARNING}.*")
-        warnings.showwarning = showwarning
-        torch.cuda.set_sync_debug_mode("warn")
-        torch.cuda.synchronize = synchronize
-        try:
-            yield
-        finally:
-            torch.cuda.synchronize = original_synchronize
-            torch.cuda.set_sync_debug_mode("default")
 
 
 def _host_sync_check(run: GpuRun, program: Program) -> Check:
@@ -215,109 +145,174 @@ def _source_line(program: Program, line: int) -> str:
     return linecache.getline(program.path, line).strip()[:80]
 
 
-# -- running a program once ----------------------------------------------------------
-
-
 class _Harness:
+    """Runs programs, each in a fresh run process, and reads back what they did."""
+
     def __init__(self, exercise: GpuExercise, device: torch.device, config) -> None:
         self.exercise = exercise
         self.device = device
         self.config = config
         self.cuda = device.type == "cuda"
-        self.clock = gpu_timing.Clock(device)
+        self.clock = gpu_timing.Clock("cpu")  # this process's clock: it never touches the device
         self.run_timeout: float | None = None
+        self.tensor_bytes: int | None = None  # set from the reference
+        self.sampled: list[tuple] | None = None  # shapes of a validation's weights, sent back
+        self.max_validations = 1024
+        self.device_name = "cpu"
         self.on_hard_timeout = None
 
-    def new_run(self, phase, index=None, *, config=None, traced=False, amplifier=None) -> GpuRun:
-        recorder = Recorder(self.device, traced=traced, amplifier=amplifier)
-        job = self.exercise.build(self.device, config or self.config, recorder)
-        return GpuRun(phase, index, job, recorder)
+    def new_run(self, phase, index=None, *, config=None) -> GpuRun:
+        return GpuRun(phase, index, config or self.config, RunRecord(self.device))
 
-    def prepare(self, program: Program, run: GpuRun, *, out=None, err=None, watch=False):
-        """Execute the module (fresh namespace) and return the thunk that trains, which
-        fills in ``run`` and raises _RunFailed when the program fails."""
-        namespace = {
-            "__name__": "__candidate__",
-            "__file__": program.path,
-            "__builtins__": builtins,
+    def prepare(self, program: Program, run: GpuRun, *, trusted: bool = False, **options):
+        """Start a run process and let it get ready (untimed); return the thunk that
+        trains (the timed part: go, then the committed answer). Failures land in
+        ``run.failure``; the thunk returns ``run`` either way."""
+        spec = {
+            "kind": "run",
+            "code": program.path,
+            "display": program.display,
+            "device": str(self.device),
+            "phase": run.phase,
+            "warm": True,
+            "no_early_stop": bool(options.get("no_early_stop")),
+            "traced": bool(options.get("traced")),
+            "watch": bool(options.get("watch")),
+            "output": bool(options.get("output")),
+            "amplify": options.get("amplify"),
         }
-        streams = (out or NullText(), err or NullText())
-        random.seed(0)
-        torch.manual_seed(0)
+        seconds = TRUSTED_RUN_S if trusted or self.run_timeout is None else self.run_timeout
+        cpu_s = int((SETUP_S + seconds) * (os.cpu_count() or 1)) + 60
+        process = RunProcess(self.exercise.directory, spec, cpu_s=cpu_s)
+        run.process = process
         try:
-            with captured(*streams), watchdog(self.run_timeout, self.on_hard_timeout):
-                exec(program.code, namespace)
-        except WatchdogTimeout:
-            raise
-        except BaseException as exc:
-            text, line = trimmed_traceback(exc, program)
-            run.failure = Failure("runtime_error", exception_message(exc, line), text, line)
-            return self._failed(run)
-        entry = namespace.get(self.exercise.entry_class)
-        if not inspect.isclass(entry) or not callable(
-            getattr(entry, self.exercise.entry_method, None)
-        ):
-            run.failure = missing_entry_point(self.exercise, namespace)
-            return self._failed(run)
+            process.receive(SETUP_S, SMALL_FRAME, ("ready",))
+        except RunBroke as broke:
+            process.close()
+            message = f"a run process of {self.exercise.slug} did not start: {broke}"
+            raise InternalError(message) from None
 
-        def train():
-            before = _precision()
+        def train() -> GpuRun:
+            if run.failure is not None:
+                return run
             try:
-                with (
-                    captured(*streams),
-                    watchdog(self.run_timeout, self.on_hard_timeout),
-                    _watch_syncs(program, run) if watch else _nothing(),
-                ):
-                    run.recorder.begin()
-                    trainer = entry(run.job)
-                    returned = getattr(trainer, self.exercise.entry_method)()
-                    if inspect.isawaitable(returned):
-                        returned = asyncio.run(_await(returned))
-                    run.returned = returned
-            except WatchdogTimeout:
-                raise
-            except BaseException as exc:
-                text, line = trimmed_traceback(exc, program)
-                run.failure = Failure("runtime_error", exception_message(exc, line), text, line)
-                raise _RunFailed(run) from None
-            finally:
-                if _precision() != before:
-                    run.precision_changed = True
-                    _set_precision(before)
+                process.go()
+                run.answer = process.receive(seconds, COMMIT_FRAME, ("trained", "failed"))
+            except RunBroke as broke:
+                self._broke(run, broke, seconds)
             return run
 
         return train
 
-    @staticmethod
-    def _failed(run: GpuRun):
-        def fail():
-            raise _RunFailed(run)
-
-        return fail
-
-    def finish(self, run: GpuRun) -> None:
-        """After a run: synchronise the whole device, close the timeline."""
-        self.clock.synchronize()
-        run.recorder.finish()
-
-    def run_once(self, program: Program, run: GpuRun, **options) -> GpuRun:
-        """Prepare, train and finish one run, timed (untimed runs use this too)."""
+    def collect(self, run: GpuRun) -> GpuRun:
+        """After the timed part: the run's full report, checked; its process reaped."""
+        process = run.__dict__.pop("process", None)
+        answer = run.__dict__.pop("answer", None)
         try:
-            seconds, _ = self.clock.time(self.prepare(program, run, **options))
-            run.seconds = seconds
-        except _RunFailed:
-            pass
-        self.finish(run)
+            if run.failure is not None or process is None:
+                return run
+            if answer["op"] == "failed":
+                verdict, message, trace, line = gpu_host.decode_failure(answer)
+                run.stdout, run.stderr = gpu_host.output_of(answer)
+                run.failure = Failure(verdict, message, trace, line)
+                return run
+            frame = 16 << 20
+            if self.tensor_bytes is not None:
+                sampled = sum(8 * math.prod(s) for s in self.sampled or [(1,)])
+                frame += 2 * self.tensor_bytes + 2 * self.max_validations * sampled
+            else:
+                frame = 1 << 30  # the starter's runs (ours) set the sizes
+            message = process.receive(TRUSTED_RUN_S, frame, ("report",))
+            report = gpu_host.decode_report(
+                message,
+                answer.get("commit"),
+                process.seed,
+                tensor_bytes=self.tensor_bytes or (1 << 31),
+                sampled=self.sampled,
+            )
+            if len(report.validations) > self.max_validations:
+                raise RunBroke("protocol", "more validation records than any run makes")
+            run.returned = report.returned
+            run.device_seconds = report.seconds
+            run.recorder.steps = report.steps
+            run.recorder.validations = report.validations
+            run.syncs = report.syncs
+            run.precision_changed = report.precision_changed
+            run.trace = report.trace
+            run.stdout, run.stderr = report.stdout, report.stderr
+            if run.seconds is not None and report.seconds > run.seconds + CROSS_CHECK_SLACK:
+                raise RunBroke(
+                    "protocol",
+                    f"it claims {report.seconds:.4f} s of training, but answered after "
+                    f"{run.seconds:.4f} s",
+                )
+        except RunBroke as broke:
+            self._broke(run, broke, TRUSTED_RUN_S)
+        finally:
+            if process is not None:
+                status = process.close()
+                if run.failure is not None and run.failure.message.endswith("reported"):
+                    run.failure.message += _status_note(status)
         return run
 
+    def _broke(self, run: GpuRun, broke: RunBroke, seconds: float) -> None:
+        if broke.why == "timeout":
+            run.failure = Failure("timeout", f"Stopped after {seconds:.0f} s of real time.")
+        elif broke.why == "died":
+            run.failure = Failure("runtime_error", "The program's process ended before it reported")
+        else:
+            run.failure = Failure(
+                "runtime_error", f"The program broke the grader's protocol: {broke}."
+            )
 
-@contextmanager
-def _nothing():
-    yield
+    def run_once(self, program: Program, run: GpuRun, **options) -> GpuRun:
+        """Prepare, train (timed by this process's clock) and collect one run."""
+        seconds, _ = self.clock.time(self.prepare(program, run, **options))
+        if run.failure is None:
+            run.seconds = seconds
+        return self.collect(run)
+
+    def components(self) -> dict[str, gpu_timing.Spread]:
+        """Each component of the work timed alone, in a run process that runs only the
+        exercise's own code (so its device clock is trusted)."""
+        trials = self.exercise.component_trials
+        spec = {"kind": "components", "device": str(self.device)}
+        process = RunProcess(self.exercise.directory, spec, cpu_s=100_000)
+        try:
+            process.receive(SETUP_S, SMALL_FRAME, ("ready",))
+            process.go()
+            message = process.receive(TRUSTED_RUN_S, SMALL_FRAME, ("components",))
+            seconds, self.device_name = gpu_host.decode_components(message, trials)
+        except RunBroke as broke:
+            message = f"timing the components of {self.exercise.slug}: {broke}"
+            raise InternalError(message) from None
+        finally:
+            process.close()
+        return {name: gpu_timing.Spread.of(values) for name, values in seconds.items()}
 
 
-async def _await(awaitable):
-    return await awaitable
+def _status_note(status: dict) -> str:
+    if status.get("signal"):
+        return f" (killed by signal {status['signal']})."
+    if status.get("exit") is not None:
+        return f" (exit status {status['exit']})."
+    return "."
+
+
+def _sampled_shapes(run: GpuRun) -> list[tuple] | None:
+    if not run.recorder.validations:
+        return None
+    return [tuple(w.shape) for w in run.recorder.validations[0].weights]
+
+
+def _tensor_bytes(value) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel() * 8
+    if isinstance(value, list | tuple):
+        return sum(_tensor_bytes(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_tensor_bytes(v) for v in value.values())
+    return 0
 
 
 # -- grading -------------------------------------------------------------------------
@@ -345,19 +340,9 @@ def grade(
             return needs_gpu_result(exercise, reason)
         device = "cuda"
     device = torch.device(device)
-    if device.type == "cuda":
-        # cuBLAS is bitwise deterministic across streams only with a fixed workspace;
-        # read when cuBLAS first starts, so set before anything runs.
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        if device.index is None:
-            device = torch.device("cuda", torch.cuda.current_device())
-        torch.cuda.set_device(device)
-    previous_precision = _precision()
-    _set_precision(IEEE)
-    try:
-        return _grade(exercise, program, device, trials, watchdog_seconds, on_hard_timeout)
-    finally:
-        _set_precision(previous_precision)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", 0)  # the run processes set it; this one never does
+    return _grade(exercise, program, device, trials, watchdog_seconds, on_hard_timeout)
 
 
 def _grade(exercise, program, device, trials, watchdog_seconds, on_hard_timeout) -> dict:
@@ -365,13 +350,13 @@ def _grade(exercise, program, device, trials, watchdog_seconds, on_hard_timeout)
     harness = _Harness(exercise, device, exercise.config if cuda else exercise.cpu_config)
     starter = Program.from_file(exercise.starter)
 
-    # 3. the reference (the starter is ours: it must work)
-    started = time.perf_counter()
-    base_run = harness.run_once(starter, harness.new_run("reference"))
-    reference_seconds = time.perf_counter() - started
+    # 3. the reference (the starter is ours: it must work), each run in its own process
+    base_run = harness.run_once(starter, harness.new_run("reference"), trusted=True)
     trajectory = harness.run_once(
         starter,
         harness.new_run("trajectory", config=exercise.no_early_stop(harness.config)),
+        trusted=True,
+        no_early_stop=True,
     )
     for run in (base_run, trajectory):
         if run.failure is not None:
@@ -382,18 +367,17 @@ def _grade(exercise, program, device, trials, watchdog_seconds, on_hard_timeout)
         raise InternalError(f"{exercise.slug} cannot be graded on this device: {exc}") from exc
     _expect_pass(exercise, exercise.check(base_run, reference), "the starter")
     harness.run_timeout = max(
-        watchdog_seconds or DEFAULT_WATCHDOG, exercise.time_limit_factor * reference_seconds
+        watchdog_seconds or DEFAULT_WATCHDOG, exercise.time_limit_factor * base_run.seconds
     )
-    harness.on_hard_timeout = on_hard_timeout
+    harness.tensor_bytes = 2 * _tensor_bytes(base_run.returned) + (1 << 20)
+    harness.sampled = _sampled_shapes(trajectory)
+    harness.max_validations = 4 * len(trajectory.recorder.validations) + 8
 
     # 4. the checked run
-    amplifier = _amplifier(harness, trajectory) if cuda else None
-    out, err = BoundedText(), BoundedText()
-    checked = harness.new_run("checked", amplifier=amplifier)
-    try:
-        harness.run_once(program, checked, out=out, err=err, watch=True)
-    except WatchdogTimeout:
-        return _timeout_result(exercise, harness, out, err)
+    amplify = _amplifier(trajectory) if cuda else None
+    checked = harness.new_run("checked")
+    harness.run_once(program, checked, watch=True, output=True, amplify=amplify)
+    out, err = checked.stdout, checked.stderr
     if checked.failure is not None:
         return _failure_result(exercise, checked, out, err, harness)
     checks = _run_checks(exercise, checked, reference)
@@ -402,44 +386,40 @@ def _grade(exercise, program, device, trials, watchdog_seconds, on_hard_timeout)
         return _verdict(exercise, checks, None, harness, out, err, runs=1)
 
     # 5. timing
-    components = {
-        name: gpu_timing.time_component(
-            _component(harness, name), clock=harness.clock, trials=exercise.component_trials
-        )
-        for name in exercise.components(harness.new_run("component").job)
-    }
+    components = harness.components()
     required = exercise.work(base_run)
     problems: list[str] = []
     traces: dict[str, dict | None] = {}
+    device_times: list[float] = []
     runs = [1]
 
     def prepare_side(source: Program):
+        trusted = source is starter
+
         def prepare(phase: str, index: int):
-            run = harness.new_run(phase, index, traced=phase == gpu_timing.WARMUP)
-            train = harness.prepare(source, run)
-            if source is program:
+            run = harness.new_run(phase, index)
+            if not trusted:
                 runs[0] += 1
-                return train
-
-            def train_starter():
-                try:
-                    return train()
-                except _RunFailed as exc:
-                    message = f"the starter failed in {run.where()} of the timing: {exc}"
-                    raise InternalError(message) from exc
-
-            return train_starter
+            return harness.prepare(source, run, trusted=trusted, traced=phase == gpu_timing.WARMUP)
 
         return prepare
 
     def after(label: str, phase: str, index: int, run: GpuRun) -> None:
-        harness.finish(run)
+        harness.collect(run)
+        if label == gpu_timing.BASELINE and run.failure is not None:
+            raise InternalError(
+                f"the starter failed in {run.where()} of the timing: {run.failure.message}"
+            )
+        if run.failure is not None:
+            raise _RunFailed(run)
         if phase == gpu_timing.WARMUP:
-            traces[label] = run.recorder.trace_json(TRACE_LIMIT)
+            traces[label] = run.trace
         found = _run_checks(exercise, run, reference)
         if label == gpu_timing.BASELINE:
             _expect_pass(exercise, found, f"the starter ({run.where()})")
             return
+        if phase == gpu_timing.TRIAL and run.device_seconds is not None:
+            device_times.append(run.device_seconds)
         failed = [c for c in found if c.failed]
         if failed:
             for check in failed:
@@ -463,8 +443,6 @@ def _grade(exercise, program, device, trials, watchdog_seconds, on_hard_timeout)
             warmups=exercise.warmups,
             after=after,
         )
-    except WatchdogTimeout:
-        return _timeout_result(exercise, harness, out, err)
     except _RunFailed as exc:
         return _failure_result(exercise, exc.run, out, err, harness)
     except _TrialWrong as exc:
@@ -475,7 +453,7 @@ def _grade(exercise, program, device, trials, watchdog_seconds, on_hard_timeout)
 
     # 6. what the numbers mean
     best = exercise.best_time(reference, {name: s.median for name, s in components.items()})
-    timing = _Timing(exercise, comparison, components, best)
+    timing = _Timing(exercise, comparison, components, best, device_times)
     implausible = gpu_timing.implausible_speedup(
         timing.speedup.median, timing.bound, exercise.bound_margin
     )
@@ -500,25 +478,15 @@ def _grade(exercise, program, device, trials, watchdog_seconds, on_hard_timeout)
     return _verdict(exercise, checks, timing, harness, out, err, runs=runs[0], trace=trace)
 
 
-def _component(harness: _Harness, name: str):
-    def prepare(index: int):
-        run = harness.new_run("component", index)
-        return harness.exercise.components(run.job)[name]
-
-    return prepare
-
-
-def _amplifier(harness: _Harness, trajectory: GpuRun) -> Amplifier:
-    """Sleeps that widen race windows, scaled to this GPU's speed (from the starter's
-    second, warm run): a quarter of an optimizer step's share of an epoch before each
-    step, two epochs' worth at the start of each validation."""
-    rate = sleep_cycles_per_second(harness.device)
+def _amplifier(trajectory: GpuRun) -> dict:
+    """What the checked run's process needs to scale its race-widening sleeps to this
+    GPU's speed (from the starter's trajectory run): a quarter of an optimizer step's
+    share of an epoch before each step, two epochs' worth at the start of each
+    validation (runner/gpu_kit.py)."""
     epochs = max(1, len(trajectory.recorder.validations))
     per_epoch = (trajectory.seconds or 0.0) / epochs
     per_step = per_epoch / max(1, trajectory.recorder.steps // epochs)
-    return Amplifier(
-        step_cycles=int(rate * per_step / 4), validate_cycles=int(rate * 2 * per_epoch)
-    )
+    return {"per_step": per_step, "per_epoch": per_epoch}
 
 
 def _run_checks(exercise: GpuExercise, run: GpuRun, reference) -> list[Check]:
@@ -543,6 +511,7 @@ class _Timing:
     comparison: gpu_timing.Comparison
     components: dict[str, gpu_timing.Spread]
     best: float
+    device_times: list[float] = field(default_factory=list)
 
     @property
     def speedup(self) -> gpu_timing.Spread:
@@ -581,7 +550,7 @@ def _metrics(exercise: GpuExercise, harness: _Harness, timing: _Timing | None, r
     metrics.update(
         clock=harness.clock.kind,
         runs=runs,
-        device=_device_name(harness.device),
+        device=harness.device_name if harness.cuda else "cpu",
         target_overlap=exercise.target_overlap,
         bound_note=exercise.bound_note,
     )
@@ -606,14 +575,11 @@ def _metrics(exercise: GpuExercise, harness: _Harness, timing: _Timing | None, r
         candidate_times=[round(t, 6) for t in comparison.candidate],
         components={name: round(s.median, 6) for name, s in timing.components.items()},
         best_time=round(timing.best, 6),
+        # the candidate's own clock around train(), as its process reported it: a
+        # cross-check only (never above the grader's time, or the run is refused)
+        device_times=[round(t, 6) for t in timing.device_times[:1000]],
     )
     return metrics
-
-
-def _device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return "cpu"
 
 
 def _verdict(exercise, checks, timing, harness, out, err, *, runs: int, trace=None) -> dict:
@@ -651,26 +617,32 @@ def _verdict(exercise, checks, timing, harness, out, err, *, runs: int, trace=No
         checks=checks,
         metrics=_metrics(exercise, harness, timing, runs),
         trace=trace,
-        stdout=out.getvalue(),
-        stderr=err.getvalue(),
+        stdout=out,
+        stderr=err,
     )
 
 
 def _failure_result(exercise, run: GpuRun, out, err, harness) -> dict:
     failure = run.failure
+    if failure.verdict == "timeout":
+        return _timeout_result(exercise, harness, out, err)
     message = failure.message
     if run.phase != "checked":
         message += f" (This happened in {run.where()} of the timing.)"
     error = None
     if failure.verdict == "runtime_error":
-        error = {"type": "exception", "line": failure.line, "traceback": failure.traceback}
+        error = {
+            "type": "exception",
+            "line": failure.line,
+            "traceback": failure.traceback or failure.message,
+        }
     return make_result(
         exercise=exercise.slug,
         verdict=failure.verdict,
         message=message,
         metrics=_metrics(exercise, harness, None, 1),
-        stdout=out.getvalue(),
-        stderr=err.getvalue(),
+        stdout=out,
+        stderr=err,
         error=error,
     )
 
@@ -684,6 +656,6 @@ def _timeout_result(exercise, harness: _Harness, out, err) -> dict:
             f"{exercise.time_limit_factor:g}x the baseline's time): the program never finished."
         ),
         metrics=_metrics(exercise, harness, None, 1),
-        stdout=out.getvalue(),
-        stderr=err.getvalue(),
+        stdout=out,
+        stderr=err,
     )

@@ -70,6 +70,7 @@ class Validation:
     lane: str
     start: Any = None  # marks, when traced
     end: Any = None
+    compute: Callable[[list[torch.Tensor]], torch.Tensor] | None = None  # to recompute it
 
 
 @dataclass
@@ -166,7 +167,7 @@ class Recorder:
                 self.amplifier.sleep(self.amplifier.validate_cycles)
             loss = compute(list(weights))
         end = self._mark() if self.traced else None
-        self.validations.append(Validation(seen, loss, lane, start, end))
+        self.validations.append(Validation(seen, loss, lane, start, end, compute))
         if self.traced:
             number = len(self.validations)
             self.spans.append(_Span(lane, "validate", start, end, f"validation {number}"))
@@ -235,3 +236,80 @@ def max_difference(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
         ),
         default=0.0,
     )
+
+
+# -- what a run process sends back ------------------------------------------------------
+
+SAMPLE_LIMIT = 65_536  # elements of one validation's weights sent back in full
+
+
+def sample_positions(weights: list[torch.Tensor], limit: int = SAMPLE_LIMIT) -> list[torch.Tensor]:
+    """The weights a validation read, as sent back to the grader: all of them when they
+    are small (every CPU size), else each tensor's values at fixed, evenly spread
+    positions (``limit`` in all), flattened. The reference's epochs are sampled the same
+    way, so the two compare element for element."""
+    total = sum(w.numel() for w in weights)
+    if total <= limit:
+        return [w.detach() for w in weights]
+    picked = []
+    for w in weights:
+        flat = w.detach().reshape(-1)
+        count = max(1, flat.numel() * limit // total)
+        step = max(1, flat.numel() // count)
+        picked.append(flat[::step][:count])
+    return picked
+
+
+class _StandInStream:
+    created = 0
+
+    def __init__(self, device=None, priority=0, **kwargs):
+        _StandInStream.created += 1
+        self.stream_id = _StandInStream.created
+        self.priority = priority
+
+    def wait_stream(self, other):
+        pass
+
+    def wait_event(self, event):
+        pass
+
+    def record_event(self, event=None):
+        return event or _StandInEvent()
+
+    def query(self):
+        return True
+
+    def synchronize(self):
+        pass
+
+
+class _StandInEvent:
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        pass
+
+    def record(self, stream=None):
+        pass
+
+    def wait(self, stream=None):
+        pass
+
+    def query(self):
+        return True
+
+    def synchronize(self):
+        pass
+
+
+def cpu_stream_stand_ins() -> None:
+    """On a CPU (tests): torch.cuda's stream API as no-ops, so a candidate's stream code
+    runs there (every operation is already in order on a CPU). Only ever called in a
+    run process, never in the grader."""
+    import contextlib
+
+    default = _StandInStream()
+    torch.cuda.Stream = _StandInStream
+    torch.cuda.Event = _StandInEvent
+    torch.cuda.current_stream = lambda device=None: default
+    torch.cuda.stream = lambda stream: contextlib.nullcontext()
+    torch.Tensor.record_stream = lambda self, stream: None

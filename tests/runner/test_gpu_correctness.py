@@ -1,71 +1,29 @@
 """The GPU exercise's correctness checks, run on a CPU with the same code.
 
-Streams cannot race on a CPU, so races are simulated by changing what the harness
-recorded (a validation that read other weights, weights that changed under a validation);
-the checker must name them. Candidate code that uses CUDA streams runs here against
-stand-ins for torch.cuda's stream API, which is enough to check its arithmetic.
+Streams cannot race on a CPU, so races are simulated by changing what the run process
+reported (a validation that read other weights, weights that changed under a validation);
+the checker must name them. Candidate code that uses CUDA streams runs here, in its run
+process, against stand-ins for torch.cuda's stream API (``gpu_kit.cpu_stream_stand_ins``),
+which is enough to check its arithmetic.
 """
 
-import contextlib
+import os
 import sys
-import types
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
 
 from runner import gpu_grading
 from runner.exercise import load
-from runner.gpu_kit import Recorder, max_difference
+from runner.gpu_host import RunRecord
+from runner.gpu_kit import max_difference
 from runner.harness import Program
 
 SLUG = "gpu-gradient-accumulation"
 NAMES = ["validation", "losses", "stop_epoch", "final_weights", "wasted_work"]
 DEPENDENT = NAMES[1:]
-
-
-class FakeStream:
-    created = 0
-
-    def __init__(self, device=None, priority=0):
-        FakeStream.created += 1
-        self.stream_id = FakeStream.created
-
-    def wait_stream(self, other):
-        pass
-
-    def wait_event(self, event):
-        pass
-
-    def query(self):
-        return True
-
-    def synchronize(self):
-        pass
-
-
-class FakeEvent:
-    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
-        pass
-
-    def record(self, stream=None):
-        pass
-
-    def query(self):
-        return True
-
-    def synchronize(self):
-        pass
-
-
-@pytest.fixture
-def cuda_streams_on_cpu(monkeypatch):
-    """torch.cuda's stream API as no-ops: on a CPU every operation is already in order."""
-    default = FakeStream()
-    monkeypatch.setattr(torch.cuda, "Stream", FakeStream)
-    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: default)
-    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
-    monkeypatch.setattr(torch.Tensor, "record_stream", lambda self, stream: None, raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +36,10 @@ def starter_run(exercise):
     harness = gpu_grading._Harness(exercise, torch.device("cpu"), exercise.cpu_config)
     starter = Program.from_file(exercise.starter)
     config = exercise.no_early_stop(exercise.cpu_config)
-    trajectory = harness.run_once(starter, harness.new_run("trajectory", config=config))
-    run = harness.run_once(starter, harness.new_run("reference"))
+    trajectory = harness.run_once(
+        starter, harness.new_run("trajectory", config=config), trusted=True, no_early_stop=True
+    )
+    run = harness.run_once(starter, harness.new_run("reference"), trusted=True)
     return run, exercise.reference(trajectory, run)
 
 
@@ -184,7 +144,7 @@ def failing(result):
     return sorted(c["name"] for c in result["checks"] if c["status"] == "fail")
 
 
-def test_the_reference_solution_is_correct(exercise, cuda_streams_on_cpu):
+def test_the_reference_solution_is_correct(exercise):
     result = grade(exercise.solution)
     checks = {c["name"]: c["status"] for c in result["checks"]}
     assert {checks[name] for name in NAMES} == {"pass"}, result["message"]
@@ -199,23 +159,26 @@ def test_the_reference_solution_is_correct(exercise, cuda_streams_on_cpu):
     assert lanes == ["training stream"] and ops == {"train", "validate"}
 
 
-def test_a_logic_bug_gets_the_failing_checks_its_example_declares(exercise, cuda_streams_on_cpu):
+def test_a_logic_bug_gets_the_failing_checks_its_example_declares(exercise):
     example = next(e for e in exercise.examples() if e.name == "patience_off_by_one")
     result = grade(example.path)
     assert result["verdict"] == example.verdict
     assert tuple(failing(result)) == example.failing
 
 
-def test_an_exception_in_the_candidate_is_a_runtime_error(exercise, cuda_streams_on_cpu):
+def test_an_exception_in_the_candidate_is_a_runtime_error(exercise):
     result = grade(next(e.path for e in exercise.examples() if e.name == "dropped_checkpoint"))
     assert result["verdict"] == "runtime_error"
     assert result["error"]["line"] is not None
     assert "KeyError" in result["message"]
 
 
-def test_skipping_work_in_the_timed_runs_is_caught(write_code, monkeypatch):
-    # Trains honestly once, then replays the first run's answer without training.
-    monkeypatch.setitem(sys.modules, "memo", types.ModuleType("memo"))
+def test_an_answer_memoised_in_one_run_never_reaches_another(write_code):
+    # Trains honestly once and tries to keep the answer for later runs (in the process's
+    # modules and in a file) to replay it without training. Every run is a fresh
+    # process that can write no file, so every run trains: no run finds a memo.
+    marker = Path(tempfile.gettempdir()) / f"overlap-memo-{os.getpid()}"  # anyone may write
+    marker.unlink(missing_ok=True)
     starter = load(SLUG).starter.read_text()
     source = starter.replace(
         "    def train(self):\n",
@@ -223,14 +186,31 @@ def test_skipping_work_in_the_timed_runs_is_caught(write_code, monkeypatch):
         "        import sys, types\n"
         "        memo = sys.modules.setdefault('memo', types.ModuleType('memo'))\n"
         "        if hasattr(memo, 'answer'):\n"
-        "            return memo.answer\n"
+        "            raise RuntimeError('found a memo in this process')\n"
+        "        try:\n"
+        f"            if open({str(marker)!r}).read():\n"
+        "                raise RuntimeError('found a memo file')\n"
+        "        except OSError:\n"
+        "            pass\n"
         "        memo.answer = self.honest_train()\n"
+        "        try:\n"
+        f"            with open({str(marker)!r}, 'w') as f:\n"
+        "                f.write('x' * 100)\n"
+        "        except OSError as exc:\n"
+        "            print('cannot write:', exc)\n"
         "        return memo.answer\n\n"
         "    def honest_train(self):\n",
     )
-    result = grade(write_code(source))
-    assert result["verdict"] == "wrong"
-    assert "of the timing" in result["message"]
+    try:
+        result = grade(write_code(source))
+        assert not marker.exists() or marker.stat().st_size == 0
+    finally:
+        marker.unlink(missing_ok=True)
+    statuses = {c["name"]: c["status"] for c in result["checks"]}
+    assert {statuses[name] for name in NAMES} == {"pass"}, result["message"]  # no memo found
+    assert result["verdict"] != "runtime_error"  # (CPU timings say nothing: no verdict)
+    assert "cannot write" in result["stdout"]
+    assert result["metrics"]["runs"] == 4  # checked, warm-up, two trials: each trained
 
 
 # -- host synchronisations (recorded on CUDA; the verdict logic is plain Python) -------------
@@ -239,7 +219,7 @@ def test_skipping_work_in_the_timed_runs_is_caught(write_code, monkeypatch):
 def synced_run(tmp_path, syncs, steps):
     code = tmp_path / "candidate.py"
     code.write_text("a = 1\nloss = x.item()\nprint(loss)\n")
-    run = gpu_grading.GpuRun("checked", None, job=None, recorder=Recorder("cuda"))
+    run = gpu_grading.GpuRun("checked", None, config=None, recorder=RunRecord(torch.device("cuda")))
     run.recorder.steps = steps
     run.syncs = syncs
     return run, Program.from_file(code)

@@ -7,7 +7,6 @@ bound is 10.5 / 7.5 = 1.4x and the target (half the hideable time) 1.1667x.
 """
 
 import pytest
-import torch
 
 from runner import gpu_grading, gpu_timing
 from runner.exercise import load
@@ -28,21 +27,23 @@ def scripted_clock(candidate_seconds):
 
         def time(self, fn):
             value = fn()
-            if isinstance(value, gpu_grading.GpuRun):
-                if value.phase != gpu_timing.TRIAL:
-                    return 1.0, value  # reference and checked runs: not compared
-                self.trials += 1
-                odd = self.trials % 2 == 1  # A B A B: odd calls are the baseline's
-                return (BASELINE_SECONDS if odd else candidate_seconds), value
-            if isinstance(value, torch.Tensor):
-                return 0.5, value  # a validation pass
-            return 1.0, value  # a training epoch
+            if value.phase != gpu_timing.TRIAL:
+                return 1.0, value  # reference and checked runs: not compared
+            self.trials += 1
+            odd = self.trials % 2 == 1  # A B A B: odd calls are the baseline's
+            return (BASELINE_SECONDS if odd else candidate_seconds), value
 
     return Scripted
 
 
+def scripted_components(harness):
+    # timed alone in a (trusted) run process by its device clock; scripted here
+    return {"train_epoch": gpu_timing.Spread.of([1.0]), "validate": gpu_timing.Spread.of([0.5])}
+
+
 def graded(monkeypatch, candidate_seconds):
     monkeypatch.setattr(gpu_timing, "Clock", scripted_clock(candidate_seconds))
+    monkeypatch.setattr(gpu_grading._Harness, "components", scripted_components)
     exercise = load(SLUG)
     return gpu_grading.grade(exercise, exercise.starter, device="cpu", trials=3)
 

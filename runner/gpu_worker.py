@@ -1,0 +1,478 @@
+"""The GPU track's run processes: ``python -m runner.gpu_worker <control fd> <exercise>``.
+
+The trusted grader (``runner.gpu_grading`` through ``runner.gpu_host``) starts this fork
+server once per exercise: a fresh interpreter that imports torch and the exercise's
+grader module and never initialises CUDA (a CUDA context does not survive ``fork``) and
+never runs a tensor operation (no thread pools to inherit). For every run it forks one
+child; the child is the only process that ever executes code from a candidate's file.
+
+The child, before anything else: its own session, death with this server, the OOM
+killer's first choice, ``RLIMIT_CPU``, ``RLIMIT_FSIZE`` 0 (it can write no file, so no
+answer survives into a later run), standard streams on /dev/null and no descriptor but
+its socket. This server is non-dumpable (so are its children, by inheritance): a child
+cannot ptrace it or read its ``/proc`` files; and it is a child subreaper, so anything a
+run starts (even a double-forked daemon in its own session) is reparented here and
+killed when the run is reaped.
+
+One conversation per child (frames of ``runner.protocol.Channel``):
+
+```
+ grader                                     child
+ {kind, code, device, phase, ...}  ──▶      CUDA start-up, data, trusted warm-up
+                                   ◀──      {op: ready}
+ {op: go, seed}   ── the grader's clock starts ──
+                                            exec the file, build the job, Trainer(job).train(),
+                                            synchronise the device, sample the returned tensors
+                                   ◀──      {op: trained, commit}   ── the clock stops
+                                   ◀──      {op: report, ...} (full tensors, records, output)
+```
+
+The commitment: small returned values in full, and for every large returned tensor its
+values at positions drawn from the seed sent with ``go``. The full tensors, sent after
+the clock stops, must equal it there: a run cannot answer before its weights exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import ctypes
+import inspect
+import linecache
+import os
+import random
+import resource
+import signal
+import socket
+import sys
+import warnings
+from contextlib import contextmanager
+
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+
+import torch  # noqa: E402
+
+from runner import gpu_wire  # noqa: E402
+from runner.exercise import load  # noqa: E402
+from runner.gpu_kit import (  # noqa: E402
+    Amplifier,
+    Recorder,
+    cpu_stream_stand_ins,
+    sample_positions,
+    sleep_cycles_per_second,
+)
+from runner.gpu_timing import Clock  # noqa: E402
+from runner.harness import (  # noqa: E402
+    Program,
+    captured,
+    exception_message,
+    missing_entry_point,
+    trimmed_traceback,
+)
+from runner.protocol import Channel  # noqa: E402
+from runner.result import TRACE_LIMIT, BoundedText, NullText  # noqa: E402
+
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 1, 4, 36
+NOBODY = 65534
+TRUSTED_FRAME = 1 << 20  # what the grader sends is small
+SYNC_WARNING = "synchronizing"  # torch's sync debug mode: "called a synchronizing CUDA operation"
+MAX_SYNCS = 2000
+IEEE = ("highest", False, False)  # full float32 matmuls: results comparable to the reference
+
+_synchronize = torch.cuda.synchronize  # the real one, kept before any candidate code runs
+
+
+def prctl(option: int, value: int) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+
+
+# -- precision ---------------------------------------------------------------------
+
+
+def precision() -> tuple:
+    return (
+        torch.get_float32_matmul_precision(),
+        torch.backends.cuda.matmul.allow_tf32,
+        torch.backends.cudnn.allow_tf32,
+    )
+
+
+def set_precision(state: tuple) -> None:
+    torch.set_float32_matmul_precision(state[0])
+    torch.backends.cuda.matmul.allow_tf32 = state[1]
+    torch.backends.cudnn.allow_tf32 = state[2]
+
+
+# -- host synchronisations ------------------------------------------------------------
+
+
+@contextmanager
+def watch_syncs(program: Program, recorder: Recorder, syncs: list):
+    """Record host synchronisations made from the candidate's file (CUDA only): those
+    torch's sync debug mode reports (``.item()``, ``.cpu()``, ``.tolist()``, ``bool()`` of a
+    tensor, ``Stream.synchronize()``...) and ``torch.cuda.synchronize()``. Waiting on a
+    CUDA event is not counted: it is how a host waits for one side stream's result."""
+    if recorder.device.type != "cuda":
+        yield
+        return
+
+    def note(text: str) -> None:
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename != program.path:
+            frame = frame.f_back
+        if frame is not None and len(syncs) < MAX_SYNCS:
+            syncs.append([frame.f_lineno, recorder.steps, text])
+
+    previous_show = warnings.showwarning
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        if SYNC_WARNING in str(message):
+            note("synchronizing operation")
+        else:
+            previous_show(message, category, filename, lineno, file, line)
+
+    def synchronize(device=None):
+        note("torch.cuda.synchronize()")
+        return _synchronize(device)
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("always", message=f".*{SYNC_WARNING}.*")
+        warnings.showwarning = showwarning
+        torch.cuda.set_sync_debug_mode("warn")
+        torch.cuda.synchronize = synchronize
+        try:
+            yield
+        finally:
+            torch.cuda.synchronize = _synchronize
+            torch.cuda.set_sync_debug_mode("default")
+
+
+# -- one run ---------------------------------------------------------------------------
+
+
+class _Failed(Exception):
+    def __init__(self, verdict: str, message: str, traceback: str | None, line: int | None):
+        super().__init__(message)
+        self.report = {
+            "op": "failed",
+            "verdict": verdict,
+            "message": message,
+            "traceback": traceback,
+            "line": line,
+        }
+
+
+class Session:
+    """What one child does for the grader (see the module docstring)."""
+
+    def __init__(self, channel: Channel, exercise, spec: dict) -> None:
+        self.channel = channel
+        self.exercise = exercise
+        self.spec = spec
+        self.device = torch.device(spec["device"])
+        self.cuda = self.device.type == "cuda"
+        config = exercise.config if self.cuda else exercise.cpu_config
+        self.config = exercise.no_early_stop(config) if spec.get("no_early_stop") else config
+
+    def start(self) -> None:
+        if self.cuda:
+            torch.cuda.set_device(self.device)
+        else:
+            cpu_stream_stand_ins()  # candidate code using streams runs (in order) on a CPU
+        set_precision(IEEE)
+        random.seed(0)
+        torch.manual_seed(0)
+
+    def job(self, recorder: Recorder):
+        return self.exercise.build(self.device, self.config, recorder)
+
+    def warm_up(self) -> None:
+        """Trusted work before any candidate code: CUDA context, cuBLAS handles, the
+        kernels of one epoch and one validation, the caching allocator."""
+        for fn in self.exercise.components(self.job(Recorder(self.device))).values():
+            fn()
+        _synchronize(self.device) if self.cuda else None
+
+    # -- kinds of conversation ---------------------------------------------------
+
+    def components(self) -> dict:
+        """Each piece of the work timed alone, by this (trusted) process's device clock:
+        no candidate code ever runs here."""
+        clock = Clock(self.device)
+        seconds = {}
+        for name in list(self.exercise.components(self.job(Recorder(self.device)))):
+
+            def piece(name=name):
+                return self.exercise.components(self.job(Recorder(self.device)))[name]
+
+            piece()()  # warm-up
+            trials = self.exercise.component_trials
+            seconds[name] = [clock.time(piece())[0] for _ in range(trials)]
+        name = torch.cuda.get_device_name(self.device) if self.cuda else "cpu"
+        return {"op": "components", "seconds": seconds, "device_name": name}
+
+    def run(self, program: Program) -> None:
+        spec = self.spec
+        recorder = Recorder(self.device, traced=bool(spec.get("traced")), amplifier=None)
+        amplify = spec.get("amplify")
+        if amplify and self.cuda:
+            rate = sleep_cycles_per_second(self.device)
+            recorder.amplifier = Amplifier(
+                step_cycles=int(rate * amplify["per_step"] / 4),
+                validate_cycles=int(rate * 2 * amplify["per_epoch"]),
+            )
+        keep_output = bool(spec.get("output"))
+        out, err = (BoundedText(), BoundedText()) if keep_output else (NullText(), NullText())
+        syncs: list = []
+        clock = Clock(self.device)
+        self.channel.send({"op": "ready"})
+        go = self.channel.recv()
+        seed = int(go.get("seed", 0))
+        before = precision()
+        try:
+            seconds, returned = clock.time(
+                lambda: self._train(program, recorder, out, err, syncs, spec.get("watch"))
+            )
+            commit = _commit(returned, seed)
+        except _Failed as failed:
+            failed.report.update(stdout=out.getvalue(), stderr=err.getvalue())
+            self.channel.send(failed.report)
+            return
+        self.channel.send({"op": "trained", "commit": commit})
+        changed = precision() != before
+        set_precision(IEEE)
+        _synchronize(self.device) if self.cuda else None
+        recorder.finish()
+        validations = []
+        for record in recorder.validations:
+            with torch.no_grad():
+                recomputed = float(record.compute(record.weights))
+            picked = sample_positions(record.weights)
+            validations.append(
+                {
+                    "weights": [gpu_wire.encode_tensor(w) for w in picked],
+                    "loss": gpu_wire.encode_number(float(record.loss)),
+                    "recomputed": gpu_wire.encode_number(recomputed),
+                    "lane": record.lane,
+                }
+            )
+        self.channel.send(
+            {
+                "op": "report",
+                "returned": gpu_wire.encode(returned),
+                "seconds": seconds,
+                "steps": recorder.steps,
+                "validations": validations,
+                "syncs": syncs,
+                "precision_changed": changed,
+                "trace": recorder.trace_json(TRACE_LIMIT),
+                "stdout": out.getvalue(),
+                "stderr": err.getvalue(),
+            }
+        )
+
+    def _train(self, program, recorder, out, err, syncs, watch):
+        namespace = {"__name__": "__candidate__", "__file__": program.path}
+        namespace["__builtins__"] = builtins
+        try:
+            with captured(out, err):
+                exec(program.code, namespace)
+        except BaseException as exc:
+            text, line = trimmed_traceback(exc, program)
+            raise _Failed("runtime_error", exception_message(exc, line), text, line) from None
+        entry = namespace.get(self.exercise.entry_class)
+        if not inspect.isclass(entry) or not callable(
+            getattr(entry, self.exercise.entry_method, None)
+        ):
+            failure = missing_entry_point(self.exercise, namespace)
+            raise _Failed(failure.verdict, failure.message, None, None)
+        job = self.job(recorder)
+        try:
+            with captured(out, err), watch_syncs(program, recorder, syncs) if watch else _nothing():
+                recorder.begin()
+                trainer = entry(job)
+                returned = getattr(trainer, self.exercise.entry_method)()
+                if inspect.isawaitable(returned):
+                    returned = asyncio.run(_await(returned))
+            _synchronize(self.device) if self.cuda else None
+        except BaseException as exc:
+            text, line = trimmed_traceback(exc, program)
+            raise _Failed("runtime_error", exception_message(exc, line), text, line) from None
+        return returned
+
+
+@contextmanager
+def _nothing():
+    yield
+
+
+async def _await(awaitable):
+    return await awaitable
+
+
+def _commit(value, seed: int):
+    """The returned value with every large tensor replaced by its values at positions
+    drawn from ``seed`` (see the module docstring). Tensors are numbered in the order
+    ``gpu_wire.encode`` meets them."""
+    counter = [0]
+
+    def walk(item, depth=0):
+        if depth > gpu_wire.MAX_DEPTH:
+            return gpu_wire.encode(item, depth)
+        if isinstance(item, torch.Tensor):
+            index = counter[0]
+            counter[0] += 1
+            flat = item.detach().reshape(-1)
+            if flat.numel() <= gpu_wire.COMMIT_SMALL:
+                return gpu_wire.encode_tensor(item)
+            positions = gpu_wire.commit_positions(seed, index, flat.numel())
+            return {"$c": gpu_wire.encode_tensor(flat[positions.to(flat.device)])}
+        if isinstance(item, list | tuple):
+            return [walk(v, depth + 1) for v in list(item)[: gpu_wire.MAX_ITEMS]]
+        if isinstance(item, dict) and all(isinstance(k, str) for k in item):
+            return {"$d": {k: walk(v, depth + 1) for k, v in list(item.items())[:4096]}}
+        return gpu_wire.encode(item, depth)
+
+    return walk(value)
+
+
+# -- the process -------------------------------------------------------------------------
+
+
+def _child(sock: socket.socket, exercise, limits: dict) -> None:
+    os.setsid()
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
+    cpu = int(limits.get("cpu_s", 600))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write fails (EFBIG) instead of killing
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    debug = bool(os.environ.get("OVERLAP_DEBUG_CANDIDATE"))  # keep stderr: our tracebacks
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1) if debug else (0, 1, 2):
+        os.dup2(devnull, fd)
+    keep = sock.fileno()
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 1 << 16)
+    channel = Channel(sock, max_frame=TRUSTED_FRAME)
+    try:
+        spec = channel.recv()
+        program = None
+        if spec["kind"] == "run":
+            program = Program.from_file(spec["code"], spec.get("display"))
+            linecache.getlines(program.path)  # tracebacks quote it after the drop below
+        _drop_root()
+        session = Session(channel, exercise, spec)
+        session.start()
+        if spec["kind"] == "components":
+            session.warm_up()
+            channel.send({"op": "ready"})
+            channel.recv()
+            channel.send(session.components())
+            return
+        if spec.get("warm"):
+            session.warm_up()
+        session.run(program)
+    except BaseException:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+    finally:
+        os._exit(0)
+
+
+def _drop_root() -> None:
+    """A grader running as root (a local trial, the ``process`` sandbox backend as root):
+    the run becomes ``nobody``, so neither capabilities (CAP_SYS_PTRACE overrides
+    non-dumpable) nor the uid let it reach the grader. In the sandboxes the grader is
+    already an unprivileged user with no capabilities."""
+    if os.geteuid() != 0:
+        return
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+
+
+def _strays(parent: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+                    found.append(int(entry))
+    return found
+
+
+def _reap(pid: int) -> dict:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
+    answer = {"exit": None, "signal": None}
+    with contextlib.suppress(ChildProcessError):
+        _pid, status = os.waitpid(pid, 0)
+        answer = {
+            "exit": os.waitstatus_to_exitcode(status),
+            "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+        }
+    # What the run left behind (reparented here: we are a subreaper): killed, reaped.
+    for _ in range(50):
+        strays = _strays(os.getpid())
+        if not strays:
+            break
+        for stray in strays:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(stray, signal.SIGKILL)
+        for stray in strays:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(stray, 0)
+    return answer
+
+
+def main() -> None:
+    import json
+
+    prctl(PR_SET_DUMPABLE, 0)  # a run (same uid) cannot ptrace us or open our /proc files
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+    control = socket.socket(fileno=int(sys.argv[1]))
+    exercise = load(sys.argv[2])
+    # Imported here, before any fork: runs start warm, and what these imports write
+    # (tempfile probes a directory) is done before a run may write no file.
+    import tempfile
+
+    import torch._dynamo  # noqa: F401 - the optimizer's first step imports it
+
+    tempfile.gettempdir()
+    while True:
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(control, 65536, 1)
+        except OSError:
+            return
+        if not data:
+            return
+        request = json.loads(data)
+        if request["op"] == "fork":
+            sock = socket.socket(fileno=fds[0])
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    control.close()
+                    _child(sock, exercise, request.get("limits", {}))
+                finally:
+                    os._exit(70)
+            sock.close()
+            control.sendall(json.dumps({"pid": pid}).encode())
+        elif request["op"] == "reap":
+            control.sendall(json.dumps(_reap(int(request["pid"]))).encode())
+        else:
+            return
+
+
+if __name__ == "__main__":
+    main()
