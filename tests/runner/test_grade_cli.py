@@ -1,6 +1,7 @@
 """The command-line contract the sandbox and the web app rely on."""
 
 import json
+import re
 import shutil
 
 from tests.runner.helpers import EXERCISES, TINY, run_cli
@@ -94,5 +95,7 @@ def test_bench_reports_cpu_time_per_exercise():
     done = run_cli("bench", str(TINY), "--repeat", "1")
     assert done.returncode == 0
     row = next(line for line in done.stdout.splitlines() if line.startswith("tiny"))
-    assert row.split()[-1] == "accepted"
+    assert row.split()[5] == "accepted"
+    # how it splits: the grader's and the candidates' processes, and what they exchanged
+    assert re.search(r"\(\d+\.\d+ s \+ \d+\.\d+ s; \d+ processes, \d+ messages\)", row), row
     assert "start-up" in done.stdout
