@@ -240,7 +240,10 @@ class _Harness:
             run.precision_changed = report.precision_changed
             run.trace = report.trace
             run.stdout, run.stderr = report.stdout, report.stderr
-            if run.seconds is not None and report.seconds > run.seconds + CROSS_CHECK_SLACK:
+            # Held against what the grader measured itself (a scripted clock, in tests,
+            # measures nothing to compare with).
+            measured = self.clock.kind == "perf_counter" and run.seconds is not None
+            if measured and report.seconds > run.seconds + CROSS_CHECK_SLACK:
                 raise RunBroke(
                     "protocol",
                     f"it claims {report.seconds:.4f} s of training, but answered after "

@@ -10,36 +10,26 @@ run as :class:`RunBroke`; the grader turns that into the candidate's failure.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import json
 import math
 import os
 import secrets
 import socket
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from runner import gpu_wire
+from runner import forkserver, gpu_wire
 from runner.protocol import Channel, ProtocolError
 from runner.result import OUTPUT_LIMIT, TRACE_LIMIT, clip
 
 RUNNER_PARENT = Path(__file__).resolve().parent.parent
-PR_SET_DUMPABLE = 4
 SMALL_FRAME = 1 << 20
 COMMIT_FRAME = 4 << 20
 MAX_VALIDATIONS = 1024
 MAX_SYNCS = 2000
 TEXT = 200
-
-
-def _prctl(option: int, value: int) -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
 
 
 class RunBroke(Exception):
@@ -51,12 +41,12 @@ class RunBroke(Exception):
         self.why = why
 
 
-class Server:
+class Server(forkserver.Client):
     """``python -m runner.gpu_worker``: forks one fresh process per run."""
 
+    name = "GPU fork server"
+
     def __init__(self, exercise_dir: Path) -> None:
-        _prctl(PR_SET_DUMPABLE, 0)  # a run (same uid) cannot ptrace the grader or read its fds
-        ours, theirs = socket.socketpair()
         env = dict(os.environ)
         env.update(
             PYTHONHASHSEED="0",
@@ -65,48 +55,14 @@ class Server:
             # cuBLAS is bitwise deterministic across streams only with a fixed workspace
             CUBLAS_WORKSPACE_CONFIG=os.environ.get("CUBLAS_WORKSPACE_CONFIG", ":4096:8"),
         )
-        debug = os.environ.get("OVERLAP_DEBUG_CANDIDATE")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "runner.gpu_worker", str(theirs.fileno()), str(exercise_dir)],
-            pass_fds=[theirs.fileno()],
-            env=env,
-            cwd="/",
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=None if debug else subprocess.DEVNULL,
-        )
-        theirs.close()
-        self.control = ours
-
-    def _ask(self, request: dict, fds=()) -> dict:
-        socket.send_fds(self.control, [json.dumps(request).encode()], list(fds))
-        data = self.control.recv(4096)
-        if not data:
-            raise RuntimeError("the GPU fork server stopped")
-        return json.loads(data)
-
-    def fork(self, limits: dict) -> tuple[int, socket.socket]:
-        ours, theirs = socket.socketpair()
-        try:
-            pid = self._ask({"op": "fork", "limits": limits}, [theirs.fileno()])["pid"]
-        finally:
-            theirs.close()
-        return pid, ours
+        # The exercise goes before the control descriptor the base class appends.
+        super().__init__(["-m", "runner.gpu_worker", "--exercise", str(exercise_dir)], env)
 
     def reap(self, pid: int) -> dict:
-        return self._ask({"op": "reap", "pid": pid})
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
+        return self.ask({"op": "reap", "pid": pid})
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.control.close()
-        with contextlib.suppress(Exception):
-            self.process.wait(timeout=5)
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        super().close(timeout=5)
 
 
 _servers: dict[Path, Server] = {}

@@ -1,4 +1,4 @@
-"""The GPU track's run processes: ``python -m runner.gpu_worker <control fd> <exercise>``.
+"""The GPU track's run processes: ``python -m runner.gpu_worker --exercise <folder> <fd>``.
 
 The trusted grader (``runner.gpu_grading`` through ``runner.gpu_host``) starts this fork
 server once per exercise: a fresh interpreter that imports torch and the exercise's
@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import ctypes
 import inspect
 import linecache
 import os
@@ -53,8 +52,14 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 import torch  # noqa: E402
 
-from runner import gpu_wire  # noqa: E402
+from runner import forkserver, gpu_wire  # noqa: E402
 from runner.exercise import load  # noqa: E402
+from runner.forkserver import (  # noqa: E402
+    PR_SET_CHILD_SUBREAPER,
+    PR_SET_DUMPABLE,
+    PR_SET_PDEATHSIG,
+    prctl,
+)
 from runner.gpu_kit import (  # noqa: E402
     Amplifier,
     Recorder,
@@ -73,7 +78,6 @@ from runner.harness import (  # noqa: E402
 from runner.protocol import Channel  # noqa: E402
 from runner.result import TRACE_LIMIT, BoundedText, NullText  # noqa: E402
 
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 1, 4, 36
 NOBODY = 65534
 TRUSTED_FRAME = 1 << 20  # what the grader sends is small
 SYNC_WARNING = "synchronizing"  # torch's sync debug mode: "called a synchronizing CUDA operation"
@@ -81,11 +85,6 @@ MAX_SYNCS = 2000
 IEEE = ("highest", False, False)  # full float32 matmuls: results comparable to the reference
 
 _synchronize = torch.cuda.synchronize  # the real one, kept before any candidate code runs
-
-
-def prctl(option: int, value: int) -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
 
 
 # -- precision ---------------------------------------------------------------------
@@ -436,12 +435,11 @@ def _reap(pid: int) -> dict:
 
 
 def main() -> None:
-    import json
-
     prctl(PR_SET_DUMPABLE, 0)  # a run (same uid) cannot ptrace us or open our /proc files
     prctl(PR_SET_CHILD_SUBREAPER, 1)
-    control = socket.socket(fileno=int(sys.argv[1]))
+    # argv: --exercise <folder> <control fd> (runner.gpu_host.Server)
     exercise = load(sys.argv[2])
+    control = socket.socket(fileno=int(sys.argv[3]))
     # Imported here, before any fork: runs start warm, and what these imports write
     # (tempfile probes a directory) is done before a run may write no file.
     import tempfile
@@ -449,29 +447,9 @@ def main() -> None:
     import torch._dynamo  # noqa: F401 - the optimizer's first step imports it
 
     tempfile.gettempdir()
-    while True:
-        try:
-            data, fds, _flags, _addr = socket.recv_fds(control, 65536, 1)
-        except OSError:
-            return
-        if not data:
-            return
-        request = json.loads(data)
-        if request["op"] == "fork":
-            sock = socket.socket(fileno=fds[0])
-            pid = os.fork()
-            if pid == 0:
-                try:
-                    control.close()
-                    _child(sock, exercise, request.get("limits", {}))
-                finally:
-                    os._exit(70)
-            sock.close()
-            control.sendall(json.dumps({"pid": pid}).encode())
-        elif request["op"] == "reap":
-            control.sendall(json.dumps(_reap(int(request["pid"]))).encode())
-        else:
-            return
+    forkserver.serve(
+        control, lambda sock, limits: _child(sock, exercise, limits), {"reap": _reap}
+    )
 
 
 if __name__ == "__main__":

@@ -28,16 +28,11 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ctypes
 import functools
 import inspect
-import json
 import os
 import random
 import signal
-import socket
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
@@ -45,12 +40,12 @@ from typing import Any
 
 import torch
 
+from runner import forkserver
 from runner.clock import StuckError, VirtualLoop, VirtualTimeLimit, to_seconds
 from runner.protocol import MAX_ITEMS, MAX_STRING, Channel, ProtocolError, check_value
 from runner.sim.core import Cluster, Sim, Surface
 
 RUNNER_PARENT = Path(__file__).resolve().parent.parent
-PR_SET_DUMPABLE = 4
 WAIT_S = 10.0  # real seconds the grader waits for one message (a program blocked for real)
 CPU_S = 5  # CPU seconds one run of the candidate's process may use
 MAX_MESSAGES = 400_000  # messages in one run
@@ -66,20 +61,15 @@ NOTES = {"threading.Thread", "ThreadPoolExecutor", "ProcessPoolExecutor", "run_i
 STALLS = {"time.sleep": "time.sleep", "reading the clock": "reading the clock"}
 
 
-def _prctl(option: int, value: int) -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
-
-
 # -- the candidate's processes ------------------------------------------------------
 
 
-class ForkServer:
-    """``python -m runner.candidate``: forks one fresh candidate process per run."""
+class ForkServer(forkserver.Client):
+    """``python -S -m runner.candidate``: forks one fresh candidate process per run."""
+
+    name = "candidate fork server"
 
     def __init__(self) -> None:
-        _prctl(PR_SET_DUMPABLE, 0)  # a candidate (same uid) cannot ptrace or read us
-        ours, theirs = socket.socketpair()
         env = {
             "PYTHONHASHSEED": "0",
             "PYTHONPATH": str(RUNNER_PARENT),
@@ -87,48 +77,14 @@ class ForkServer:
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "LANG": "C.UTF-8",
         }
-        self.process = subprocess.Popen(
-            [sys.executable, "-S", "-m", "runner.candidate", str(theirs.fileno())],
-            pass_fds=[theirs.fileno()],
-            env=env,
-            cwd="/",
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=None if os.environ.get("OVERLAP_DEBUG_CANDIDATE") else subprocess.DEVNULL,
-        )
-        theirs.close()
-        self.control = ours
-
-    def _ask(self, request: dict, fds: list[int] = ()) -> dict:
-        socket.send_fds(self.control, [json.dumps(request).encode()], list(fds))
-        data = self.control.recv(4096)
-        if not data:
-            raise RuntimeError("the candidate fork server stopped")
-        return json.loads(data)
-
-    def fork(self, limits: dict) -> tuple[int, socket.socket]:
-        ours, theirs = socket.socketpair()
-        try:
-            pid = self._ask({"op": "fork", "limits": limits}, [theirs.fileno()])["pid"]
-        finally:
-            theirs.close()
-        return pid, ours
+        super().__init__(["-S", "-m", "runner.candidate"], env)
 
     def reap(self, pid: int) -> dict:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)  # the run's whole session: nothing survives it
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
-        return self._ask({"op": "wait", "pid": pid})
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.control.close()
-        with contextlib.suppress(Exception):
-            self.process.wait(timeout=2)
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        return self.ask({"op": "wait", "pid": pid})
 
 
 _fork_server: ForkServer | None = None
@@ -138,7 +94,7 @@ STATS: collections.Counter = collections.Counter()  # runs and messages served (
 def fork_server() -> ForkServer:
     """One fork server per grader process (restarted if it died)."""
     global _fork_server
-    if _fork_server is None or _fork_server.process.poll() is not None:
+    if _fork_server is None or not _fork_server.alive():
         _fork_server = ForkServer()
     return _fork_server
 

@@ -20,8 +20,6 @@ from __future__ import annotations
 import concurrent.futures.process
 import concurrent.futures.thread  # noqa: F401
 import contextlib
-import ctypes
-import json
 import os
 import random
 import resource
@@ -29,22 +27,17 @@ import signal
 import socket
 import sys
 
+from runner import forkserver
 from runner.candidate import program
 from runner.candidate.runtime import Runtime
 from runner.protocol import Channel
 
-PR_SET_PDEATHSIG = 1
 CANDIDATE_MAX_FRAME = 64 << 20  # frames from the grader (trusted) may be large
-
-
-def _prctl(option: int, value: int) -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
 
 
 def _child(sock: socket.socket, limits: dict) -> None:
     os.setsid()
-    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    forkserver.prctl(forkserver.PR_SET_PDEATHSIG, signal.SIGKILL)
     with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
         f.write("1000")
     cpu = int(limits.get("cpu_s", 5))
@@ -72,39 +65,7 @@ def _child(sock: socket.socket, limits: dict) -> None:
 
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
-    while True:
-        try:
-            data, fds, _flags, _addr = socket.recv_fds(control, 65536, 1)
-        except OSError:
-            return
-        if not data:
-            return
-        request = json.loads(data)
-        if request["op"] == "fork":
-            sock = socket.socket(fileno=fds[0])
-            pid = os.fork()
-            if pid == 0:
-                try:
-                    control.close()
-                    _child(sock, request.get("limits", {}))
-                finally:
-                    os._exit(70)  # never back into this loop, whatever happened
-            sock.close()
-            control.sendall(json.dumps({"pid": pid}).encode())
-        elif request["op"] == "wait":
-            for fd in fds:
-                os.close(fd)
-            try:
-                _pid, status = os.waitpid(request["pid"], 0)
-                answer = {
-                    "exit": os.waitstatus_to_exitcode(status),
-                    "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-                }
-            except ChildProcessError:
-                answer = {"exit": None, "signal": None}
-            control.sendall(json.dumps(answer).encode())
-        else:
-            return
+    forkserver.serve(control, _child, {"wait": forkserver.wait_status})
 
 
 if __name__ == "__main__":

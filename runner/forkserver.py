@@ -1,0 +1,128 @@
+"""Fork servers: one warm process that forks a fresh process for every run.
+
+Both tracks run candidate code this way. The grader (trusted) starts the server once
+(``python -m runner.candidate`` for simulated exercises, ``python -m runner.gpu_worker``
+for GPU ones) with one end of a control socket; for every run it sends a ``fork``
+request carrying one end of a new socket pair, and the server forks a child that becomes
+that run's process and answers its pid. ``wait`` (or the server's own name for it) reaps
+a child and answers how it ended.
+
+Standard library only: the candidate's fork server imports this module, and never torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def prctl(option: int, value: int) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+
+
+class Client:
+    """The grader's side: starts the server and asks it for processes."""
+
+    name = "fork server"
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        prctl(PR_SET_DUMPABLE, 0)  # a run (same uid) cannot ptrace the grader or read its fds
+        ours, theirs = socket.socketpair()
+        self.process = subprocess.Popen(
+            [sys.executable, *argv, str(theirs.fileno())],
+            pass_fds=[theirs.fileno()],
+            env=env,
+            cwd="/",
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=None if os.environ.get("OVERLAP_DEBUG_CANDIDATE") else subprocess.DEVNULL,
+        )
+        theirs.close()
+        self.control = ours
+
+    def ask(self, request: dict, fds=()) -> dict:
+        socket.send_fds(self.control, [json.dumps(request).encode()], list(fds))
+        data = self.control.recv(4096)
+        if not data:
+            raise RuntimeError(f"the {self.name} stopped")
+        return json.loads(data)
+
+    def fork(self, limits: dict) -> tuple[int, socket.socket]:
+        """A fresh process for one run: its pid, and our end of its socket."""
+        ours, theirs = socket.socketpair()
+        try:
+            pid = self.ask({"op": "fork", "limits": limits}, [theirs.fileno()])["pid"]
+        finally:
+            theirs.close()
+        return pid, ours
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def close(self, timeout: float = 2.0) -> None:
+        with contextlib.suppress(OSError):
+            self.control.close()
+        with contextlib.suppress(Exception):
+            self.process.wait(timeout=timeout)
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def serve(
+    control: socket.socket,
+    child: Callable[[socket.socket, dict], None],
+    waiters: dict[str, Callable[[int], dict]],
+) -> None:
+    """The server's loop: ``fork`` runs ``child(sock, limits)`` in a new process (which
+    never comes back here); each name in ``waiters`` answers ``waiter(pid)``. Returns when
+    the grader closes the control socket or sends anything else."""
+    while True:
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(control, 65536, 1)
+        except OSError:
+            return
+        if not data:
+            return
+        request = json.loads(data)
+        op = request.get("op")
+        if op == "fork" and fds:
+            sock = socket.socket(fileno=fds[0])
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    control.close()
+                    child(sock, request.get("limits", {}))
+                finally:
+                    os._exit(70)  # never back into this loop, whatever happened
+            sock.close()
+            control.sendall(json.dumps({"pid": pid}).encode())
+        elif op in waiters:
+            for fd in fds:
+                os.close(fd)
+            control.sendall(json.dumps(waiters[op](int(request["pid"]))).encode())
+        else:
+            return
+
+
+def wait_status(pid: int) -> dict:
+    """Reap one child: its exit code or the signal that ended it."""
+    try:
+        _pid, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return {"exit": None, "signal": None}
+    return {
+        "exit": os.waitstatus_to_exitcode(status),
+        "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+    }
