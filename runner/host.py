@@ -423,9 +423,11 @@ class HostRun:
         elif kind == "s" and len(op) == 5:
             count = op[4] if type(op[4]) is int and 0 < op[4] <= op[2] - op[1] + 1 else 1
             self._stall(op[1], op[2], STALLS.get(op[3], "blocked"), count)
-        elif kind == "q" and len(op) == 2:
+        elif kind == "q" and len(op) == 3 and type(op[2]) is int and op[2] > 0:
             obj, take = self._method(op[1], None, "queue")
-            take()
+            upcoming = getattr(obj, surface_of(type(obj)).queue[1])()
+            for _ in range(min(op[2], len(upcoming) + 1)):  # past the end: nothing more
+                take()
         elif kind == "n" and len(op) == 2 and op[1] in NOTES:
             self.sim.thread_calls[op[1]] += 1
         else:

@@ -57,7 +57,12 @@ def _queue_method(runtime: Runtime, cls_name: str, name: str):
         items = object.__getattribute__(self, "_c").get("$q", ())
         taken = object.__getattribute__(self, "__dict__").get("_overlap_taken", 0)
         object.__setattr__(self, "_overlap_taken", taken + 1)
-        runtime.out.append(["q", object.__getattribute__(self, "_h")])
+        handle = object.__getattribute__(self, "_h")
+        last = runtime.out[-1] if runtime.out else None
+        if last is not None and last[0] == "q" and last[1] == handle:
+            last[2] += 1  # takes in a row travel as one operation with a count
+        else:
+            runtime.out.append(["q", handle, 1])
         return items[taken] if taken < len(items) else None
 
     method.__name__ = name

@@ -44,7 +44,7 @@ def test_a_take_from_an_object_that_is_no_queue_breaks_the_protocol(write_code):
         "    async def train(self):\n"
         "        worker = self.workers[0]\n"
         "        runtime = type(worker)._overlap_runtime\n"
-        "        runtime.out.append(['q', object.__getattribute__(worker, '_h')])\n"
+        "        runtime.out.append(['q', object.__getattribute__(worker, '_h'), 1])\n"
         "        await self._train()\n"
         "\n"
         "    async def _train(self):\n",
@@ -62,3 +62,25 @@ def test_resetting_the_local_queue_only_repeats_batches_and_fails(write_code):
     )
     result = grading.grade(PS, write_code(source), seeds=0)
     assert result["verdict"] == "wrong"
+
+
+def test_taking_every_batch_at_once_is_one_operation(write_code):
+    """An honest trainer that takes the whole queue in one go (more takes than one frame
+    may carry operations) is graded like any other; a claimed count far past the end
+    costs the grader nothing."""
+    source = ps_solution_with(
+        "    async def train(self):\n",
+        "    async def train(self):\n"
+        "        runtime = type(self.data)._overlap_runtime\n"
+        "        for _ in range(5000):\n"
+        "            self.data.next_batch()  # past the end: None, 5000 times\n"
+        "        print('ops', len(runtime.out), runtime.out[-1][2])\n"
+        "        runtime.out[-1][2] = 10**15\n"
+        "        print('left', self.data.remaining)\n"
+        "        await self._train()\n"
+        "\n"
+        "    async def _train(self):\n",
+    )
+    result = grading.grade(PS, write_code(source), seeds=0)
+    assert "ops 1 5000" in result["stdout"] and "left 0" in result["stdout"], result
+    assert result["verdict"] == "wrong"  # no batch was left to train on
