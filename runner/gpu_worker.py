@@ -413,13 +413,7 @@ def _reap(pid: int) -> dict:
         os.killpg(pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, signal.SIGKILL)
-    answer = {"exit": None, "signal": None}
-    with contextlib.suppress(ChildProcessError):
-        _pid, status = os.waitpid(pid, 0)
-        answer = {
-            "exit": os.waitstatus_to_exitcode(status),
-            "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-        }
+    answer = forkserver.wait_status(pid)
     # What the run left behind (reparented here: we are a subreaper): killed, reaped.
     for _ in range(50):
         strays = _strays(os.getpid())

@@ -455,15 +455,10 @@ def validations_recover(*, now=None, validation_ids=None) -> dict[str, int]:
             _validation_fail(validation.pk, f"worker lost while grading {part.file}")
             counts["failed"] += 1
     idle = validations.exclude(parts__status=ValidationPart.RUNNING)
-    for queue in idle.values_list("queue", flat=True).distinct().order_by():
-        lost = jobs.take_lost(idle.filter(queue=queue), now=now, queue=queue)
-        for validation in Validation.objects.filter(pk__in=lost):
-            try:
-                validation_enqueue(validation=validation, now=now)
-            except jobs.BrokerUnavailable:
-                return counts  # the next beat tries again
-            counts["requeued"] += 1
-    return counts
+    counts["requeued"], _broker_up = jobs.requeue_lost(
+        idle, lambda validation: validation_enqueue(validation=validation, now=now), now=now
+    )
+    return counts  # with the broker down, the next beat tries again
 
 
 # -- publishing ---------------------------------------------------------------------

@@ -114,6 +114,22 @@ def take_lost(queryset, *, now=None, queue: str | None = None) -> list[int]:
     return taken
 
 
+def requeue_lost(queryset, enqueue, *, now) -> tuple[int, bool]:
+    """Re-send, queue by queue, the queued rows (the caller's queryset) whose message may
+    be lost (``take_lost``): ``enqueue(row)`` for each. Returns how many were re-sent and
+    whether the broker took them all (False: it is down, the next beat tries again)."""
+    sent = 0
+    for queue in queryset.values_list("queue", flat=True).distinct().order_by():
+        lost = take_lost(queryset.filter(queue=queue), now=now, queue=queue)
+        for row in queryset.model.objects.filter(pk__in=lost):
+            try:
+                enqueue(row)
+            except BrokerUnavailable:
+                return sent, False
+            sent += 1
+    return sent, True
+
+
 def dead(queryset, *, now=None):
     """Running rows (the caller's queryset) whose worker stopped beating."""
     now = now or timezone.now()

@@ -126,15 +126,11 @@ def runs_recover(*, now=None, run_ids=None) -> dict[str, int]:
     runs = Run.objects.all() if run_ids is None else Run.objects.filter(pk__in=run_ids)
     counts = {"requeued": 0, "retried": 0, "failed": 0}
 
-    queued = runs.filter(status=Run.QUEUED)
-    for queue in queued.values_list("queue", flat=True).distinct().order_by():
-        lost = jobs.take_lost(queued.filter(queue=queue), now=now, queue=queue)
-        for run in Run.objects.filter(pk__in=lost):
-            try:
-                run_enqueue(run=run, now=now)
-            except jobs.BrokerUnavailable:
-                return counts  # the next beat tries again
-            counts["requeued"] += 1
+    counts["requeued"], broker_up = jobs.requeue_lost(
+        runs.filter(status=Run.QUEUED), lambda run: run_enqueue(run=run, now=now), now=now
+    )
+    if not broker_up:
+        return counts  # the next beat tries again
 
     for run in jobs.dead(runs.filter(status=Run.RUNNING), now=now):
         if jobs.attempts_left(run):
