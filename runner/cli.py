@@ -93,25 +93,12 @@ def _grade(args) -> int:
     from runner import tracks
 
     try:
-        exercise_slug = Path(args.exercise).name
-
-        def on_hard_timeout():
-            emit(
-                make_result(
-                    exercise=exercise_slug,
-                    verdict="timeout",
-                    message="Stopped: the program ignored the time limit and had to be killed.",
-                )
-            )
-            os._exit(EXIT_OK)
-
         result = tracks.grade(
             args.exercise,
             args.code,
             seeds=args.seeds,
             replay_seed=args.seed,
             watchdog_seconds=args.timeout,
-            on_hard_timeout=on_hard_timeout,
             trials=args.trials,
         )
     except ExerciseNotFound as exc:  # a grader.py without EXERCISE

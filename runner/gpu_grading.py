@@ -159,7 +159,6 @@ class _Harness:
         self.sampled: list[tuple] | None = None  # shapes of a validation's weights, sent back
         self.max_validations = 1024
         self.device_name = "cpu"
-        self.on_hard_timeout = None
 
     def new_run(self, phase, index=None, *, config=None) -> GpuRun:
         return GpuRun(phase, index, config or self.config, RunRecord(self.device))
@@ -328,7 +327,6 @@ def grade(
     trials: int | None = None,
     device: str | None = None,
     watchdog_seconds: float | None = DEFAULT_WATCHDOG,
-    on_hard_timeout=None,
 ) -> dict:
     """Grade one code file against a GPU exercise. Returns the result dict (result.py)."""
     try:
@@ -345,10 +343,10 @@ def grade(
     device = torch.device(device)
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", 0)  # the run processes set it; this one never does
-    return _grade(exercise, program, device, trials, watchdog_seconds, on_hard_timeout)
+    return _grade(exercise, program, device, trials, watchdog_seconds)
 
 
-def _grade(exercise, program, device, trials, watchdog_seconds, on_hard_timeout) -> dict:
+def _grade(exercise, program, device, trials, watchdog_seconds) -> dict:
     cuda = device.type == "cuda"
     harness = _Harness(exercise, device, exercise.config if cuda else exercise.cpu_config)
     starter = Program.from_file(exercise.starter)

@@ -1,4 +1,4 @@
-"""What both grading tracks share: the candidate's file, errors, output, the watchdog.
+"""What both grading tracks share: the candidate's file, errors, output.
 
 Imports go one way: ``contract`` <- ``harness`` <- the tracks (``grading`` for simulated
 exercises, ``gpu_grading`` for GPU ones) <- ``cli``. Neither track imports the other.
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import inspect
 import linecache
-import signal
 import sys
 import traceback
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
@@ -24,12 +23,6 @@ DEFAULT_WATCHDOG = 10.0  # real seconds for all the candidate's runs together (G
 
 class InternalError(Exception):
     """The exercise itself is broken (its starter fails, its checks crash...)."""
-
-
-class WatchdogTimeout(KeyboardInterrupt):
-    # A KeyboardInterrupt subclass: asyncio re-raises those out of the loop instead
-    # of storing them in a task, and ``except Exception`` in user code cannot catch it.
-    pass
 
 
 @dataclass
@@ -80,35 +73,6 @@ def trimmed_traceback(exc: BaseException, program: Program) -> tuple[str, int | 
             lines.append(f"    {frame.line.strip()}")
     lines.extend(line.rstrip("\n") for line in traceback.format_exception_only(type(exc), exc))
     return clip("\n".join(lines), TRACEBACK_LIMIT), (frames[-1].lineno if frames else None)
-
-
-@contextmanager
-def watchdog(seconds: float | None, on_hard_timeout=None):
-    """Interrupt the candidate after ``seconds`` of real time.
-
-    The first alarm raises :class:`WatchdogTimeout` in whatever is running. If the
-    program swallows it, a second alarm a second later calls ``on_hard_timeout``
-    (the CLI writes a timeout result and exits the process).
-    """
-    if not seconds or not hasattr(signal, "setitimer"):
-        yield
-        return
-    fired = []
-
-    def alarm(signum, frame):
-        if fired and on_hard_timeout is not None:
-            on_hard_timeout()
-        fired.append(True)
-        signal.setitimer(signal.ITIMER_REAL, 1.0)
-        raise WatchdogTimeout()
-
-    previous = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @contextmanager

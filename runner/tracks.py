@@ -15,7 +15,6 @@ def grade(
     seeds: int | None = None,
     replay_seed: int | None = None,
     watchdog_seconds: float | None = None,
-    on_hard_timeout=None,
     trials: int | None = None,
     device: str | None = None,
 ) -> dict:
@@ -30,7 +29,6 @@ def grade(
             trials=trials,
             device=device,
             watchdog_seconds=watchdog_seconds or DEFAULT_WATCHDOG,
-            on_hard_timeout=on_hard_timeout,
         )
     from runner import grading
 

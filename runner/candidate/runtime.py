@@ -95,9 +95,6 @@ class Runtime:
 
     # -- talking to the grader -------------------------------------------------
 
-    def needs_sync(self) -> bool:
-        return bool(self.out) or (bool(self.pending) and self.now >= self.horizon)
-
     def sync(self, until: int | None, *, poll: bool = False) -> None:
         """Send what is queued; let the clock move to the next completion (or ``until``)."""
         self._flush_stall()
