@@ -62,6 +62,7 @@ class Runtime:
         self.loop_running = False
         self.spins = 0  # loop iterations with ready work but no progress (polling)
         self._stall_start: int | None = None
+        self._stall_end = 0
         self._stall_why = ""
         self._stall_count = 0
 
@@ -75,18 +76,21 @@ class Runtime:
         ticks = round(seconds * TICKS_PER_SECOND)
         if ticks <= 0:
             return
-        if self._stall_start is None or self._stall_why != why:
+        # Stalls in a row make one record; time the loop spent waiting between two of them
+        # (an ``await`` in between) is not blocked time, so it starts a new record.
+        if self._stall_start is None or self._stall_why != why or self._stall_end != self.now:
             self._flush_stall()
             self._stall_start = self.now
             self._stall_why = why
             self._stall_count = 0
         self._stall_count += 1
         self.now += ticks
+        self._stall_end = self.now
 
     def _flush_stall(self) -> None:
-        if self._stall_start is not None and self.now > self._stall_start:
+        if self._stall_start is not None and self._stall_end > self._stall_start:
             self.out.append(
-                ["s", self._stall_start, self.now, self._stall_why, self._stall_count]
+                ["s", self._stall_start, self._stall_end, self._stall_why, self._stall_count]
             )
         self._stall_start = None
 

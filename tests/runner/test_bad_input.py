@@ -186,3 +186,15 @@ def test_exit_is_a_runtime_error(write_code):
     result = grading.grade(PS, write_code(source))
     assert result["verdict"] == "runtime_error"
     assert "exit()" in result["message"]
+
+
+def test_time_between_two_sleeps_that_the_loop_spent_waiting_is_not_blocked(write_code):
+    # The awaited sleep lets every other task run: only the two time.sleep calls block.
+    extra = (
+        "            time.sleep(0.01)\n"
+        "            await asyncio.sleep(0.05)\n"
+        "            time.sleep(0.01)"
+    )
+    result = _blocking_variant(write_code, extra)
+    assert abs(_blocked_seconds(result) - 48 * 0.02) < 1e-6
+    assert "time.sleep x96" in check(result, "blocking_calls")["message"]
