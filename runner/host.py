@@ -52,6 +52,7 @@ MAX_MESSAGES = 400_000  # messages in one run
 MAX_IDLE_SYNCS = 20_000  # syncs in a row at which neither the clock nor anything else moved
 MAX_HANDLES = 200_000
 TENSOR_SURFACE = Surface(const=("shape",))
+_PLAIN = frozenset({bool, int, str})  # sent as they are (exact types: the fast path)
 ERROR_TYPES = {
     "TypeError", "ValueError", "KeyError", "IndexError", "RuntimeError", "AttributeError",
     "ZeroDivisionError", "AssertionError",
@@ -102,7 +103,12 @@ def fork_server() -> ForkServer:
 # -- values across the boundary -----------------------------------------------------
 
 
+@functools.cache
 def surface_of(cls) -> Surface | None:
+    """What the candidate may touch of a class (None: it cannot cross as a handle).
+
+    Cached by class: asking torch whether a class is a tensor class costs a Python-level
+    ``__subclasscheck__``, and encoding asks for every value."""
     if cls is Cluster:
         return Surface()
     if issubclass(cls, torch.Tensor):
@@ -138,7 +144,13 @@ class Handles:
         self.announced: set[str] = set()  # classes the candidate has a proxy class for
 
     def encode(self, value, depth: int = 0):
-        if value is None or isinstance(value, bool | int | str):
+        cls = type(value)
+        if cls in _PLAIN or value is None:
+            return value
+        surface = surface_of(cls)
+        if surface is not None:
+            return self._handle(value, cls, surface, depth)
+        if isinstance(value, bool | int | str):
             return value
         if isinstance(value, float):
             return value if value == value and abs(value) != float("inf") else repr(value)
@@ -148,9 +160,6 @@ class Handles:
             return [self.encode(v, depth + 1) for v in value]
         if isinstance(value, tuple) and not hasattr(value, "_fields"):
             return {"$t": [self.encode(v, depth + 1) for v in value]}
-        cls = type(value)
-        if surface_of(cls) is not None:
-            return self._handle(value, depth)
         if is_dataclass(value) and not isinstance(value, type):
             return {"$o": cls.__name__, "$a": self._record(value, depth)}
         raise TypeError(f"the kit returned a {cls.__name__}, which cannot cross to the trainer")
@@ -159,7 +168,7 @@ class Handles:
         names = _record_names(type(value))
         return {name: self.encode(getattr(value, name), depth + 1) for name in names}
 
-    def _handle(self, value, depth: int) -> dict:
+    def _handle(self, value, cls: type, surface: Surface, depth: int) -> dict:
         key = id(value)
         handle = self.by_id.get(key)
         if handle is not None:
@@ -169,13 +178,11 @@ class Handles:
         handle = len(self.objects) + 1
         self.objects[handle] = value
         self.by_id[key] = handle
-        cls = type(value)
-        if isinstance(value, torch.Tensor):
+        if surface is TENSOR_SURFACE:
             const = {"shape": {"$t": list(value.shape)}}
         elif cls is Cluster:
             const = {k: self.encode(v, depth + 1) for k, v in vars(value).items()}
         else:
-            surface = surface_of(cls)
             const = {n: self.encode(getattr(value, n), depth + 1) for n in surface.const}
             if surface.queue:
                 upcoming = getattr(value, surface.queue[1])()
