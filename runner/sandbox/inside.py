@@ -1,7 +1,8 @@
 """The sandbox's first process: takes one job on stdin, runs it, reports on stdout.
 
 Runs inside every sandbox (docker, bwrap, process) as ``python -I -m runner.sandbox.inside``.
-Standard library only: it starts before anything else is imported.
+Standard library only (and runner.forkserver, which is too): it starts before anything
+else is imported.
 
 Protocol (host -> sandbox, on stdin): one line holding the payload's length in bytes, then
 the payload, a JSON object::
@@ -41,22 +42,16 @@ import signal
 import sys
 import time
 
+from runner.forkserver import PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE, PR_SET_PDEATHSIG, prctl
+
 PROTOCOL = 1
 MAX_JOB_BYTES = 32 * 1024 * 1024
 READ_CHUNK = 65536
-PR_SET_PDEATHSIG = 1
-PR_SET_DUMPABLE = 4
-PR_SET_CHILD_SUBREAPER = 36
 DRAIN_AFTER_EXIT_S = 0.2
 
 
-def _prctl(option: int, value: int) -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
-
-
 def _prctl_dumpable(value: int) -> None:
-    _prctl(PR_SET_DUMPABLE, value)
+    prctl(PR_SET_DUMPABLE, value)
 
 
 def _read_exact(fd: int, count: int, deadline: float | None) -> bytes:
@@ -472,11 +467,11 @@ def main(argv: list[str]) -> int:
             announce = True
         elif flag == "--die-with-parent":
             parent = os.getppid()
-            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             if os.getppid() != parent:
                 return 0
     if os.getpid() != 1:
-        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        prctl(PR_SET_CHILD_SUBREAPER, 1)
     for name in preload:
         with contextlib.suppress(Exception):
             __import__(name)
