@@ -16,6 +16,8 @@ import contextlib
 import ctypes
 import json
 import os
+import resource
+import signal
 import socket
 import subprocess
 import sys
@@ -78,6 +80,32 @@ class Client:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+def confine(sock: socket.socket, cpu_s: int, *, keep_stderr: bool = False) -> None:
+    """A run's process, first thing after the fork: its own session (killed as one),
+    death with the server, the OOM killer's first choice, a CPU-time limit (a program
+    that stops yielding is killed by the kernel, whatever the host's load), /dev/null
+    for the standard streams and no descriptor but ``sock``."""
+    os.setsid()
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1) if keep_stderr else (0, 1, 2):
+        os.dup2(devnull, fd)
+    keep = sock.fileno()
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 1 << 16)
+
+
+def kill_session(pid: int) -> None:
+    """Kill a run's process and its whole session (see :func:`confine`)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
 
 
 def serve(

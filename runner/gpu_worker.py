@@ -57,7 +57,6 @@ from runner.exercise import load  # noqa: E402
 from runner.forkserver import (  # noqa: E402
     PR_SET_CHILD_SUBREAPER,
     PR_SET_DUMPABLE,
-    PR_SET_PDEATHSIG,
     prctl,
 )
 from runner.gpu_kit import (  # noqa: E402
@@ -341,21 +340,10 @@ def _commit(value, seed: int):
 
 
 def _child(sock: socket.socket, exercise, limits: dict) -> None:
-    os.setsid()
-    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
-        f.write("1000")
-    cpu = int(limits.get("cpu_s", 600))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    debug = bool(os.environ.get("OVERLAP_DEBUG_CANDIDATE"))  # keep stderr: our tracebacks
+    forkserver.confine(sock, int(limits.get("cpu_s", 600)), keep_stderr=debug)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write fails (EFBIG) instead of killing
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
-    debug = bool(os.environ.get("OVERLAP_DEBUG_CANDIDATE"))  # keep stderr: our tracebacks
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1) if debug else (0, 1, 2):
-        os.dup2(devnull, fd)
-    keep = sock.fileno()
-    os.closerange(3, keep)
-    os.closerange(keep + 1, 1 << 16)
     channel = Channel(sock, max_frame=TRUSTED_FRAME)
     try:
         spec = channel.recv()
@@ -409,10 +397,7 @@ def _strays(parent: int) -> list[int]:
 
 
 def _reap(pid: int) -> dict:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, signal.SIGKILL)
+    forkserver.kill_session(pid)
     answer = forkserver.wait_status(pid)
     # What the run left behind (reparented here: we are a subreaper): killed, reaped.
     for _ in range(50):

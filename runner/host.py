@@ -81,10 +81,7 @@ class ForkServer(forkserver.Client):
         super().__init__(["-S", "-m", "runner.candidate"], env)
 
     def reap(self, pid: int) -> dict:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)  # the run's whole session: nothing survives it
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+        forkserver.kill_session(pid)  # the run's whole session: nothing survives it
         return self.ask({"op": "wait", "pid": pid})
 
 

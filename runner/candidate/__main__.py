@@ -23,7 +23,6 @@ import contextlib
 import os
 import random
 import resource
-import signal
 import socket
 import sys
 
@@ -36,22 +35,11 @@ CANDIDATE_MAX_FRAME = 64 << 20  # frames from the grader (trusted) may be large
 
 
 def _child(sock: socket.socket, limits: dict) -> None:
-    os.setsid()
-    forkserver.prctl(forkserver.PR_SET_PDEATHSIG, signal.SIGKILL)
-    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
-        f.write("1000")
-    cpu = int(limits.get("cpu_s", 5))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    forkserver.confine(sock, int(limits.get("cpu_s", 5)))
     memory = limits.get("memory_bytes")
     if memory:
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(devnull, fd)
-    keep = sock.fileno()
-    os.closerange(3, keep)
-    os.closerange(keep + 1, 1 << 16)
     random.seed(0)
     channel = Channel(sock, max_frame=CANDIDATE_MAX_FRAME)
     runtime = Runtime(channel)
