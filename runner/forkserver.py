@@ -28,9 +28,43 @@ PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 
 
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
 def prctl(option: int, value: int) -> None:
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+        _libc.prctl(option, value, 0, 0, 0)
+
+
+def current_cpu() -> int | None:
+    """The CPU this process runs on now (None where the C library cannot say)."""
+    try:
+        cpu = _libc.sched_getcpu()
+    except AttributeError:
+        return None
+    return cpu if cpu >= 0 else None
+
+
+@contextlib.contextmanager
+def pinned(cpu: int | None):
+    """Keep this process on ``cpu`` for a while, then give it back the CPUs it had.
+
+    The grader and a run's process take turns (one asks, the other answers). On one CPU a
+    round trip of the two costs a few microseconds of CPU; on two, every wake-up crosses
+    CPUs and costs about ten times as much (runner/README.md, "Cost")."""
+    previous = None
+    if cpu is not None:
+        try:
+            previous = os.sched_getaffinity(0)
+            os.sched_setaffinity(0, {cpu})
+        except OSError:
+            previous = None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(0, previous)
 
 
 class Client:
@@ -82,12 +116,18 @@ class Client:
             self.process.wait()
 
 
-def confine(sock: socket.socket, cpu_s: int, *, keep_stderr: bool = False) -> None:
+def confine(
+    sock: socket.socket, cpu_s: int, *, keep_stderr: bool = False, cpu: int | None = None
+) -> None:
     """A run's process, first thing after the fork: its own session (killed as one),
     death with the server, the OOM killer's first choice, a CPU-time limit (a program
     that stops yielding is killed by the kernel, whatever the host's load), /dev/null
-    for the standard streams and no descriptor but ``sock``."""
+    for the standard streams and no descriptor but ``sock``; on ``cpu`` (the grader's,
+    see :func:`pinned`) when given."""
     os.setsid()
+    if type(cpu) is int:
+        with contextlib.suppress(OSError, ValueError):
+            os.sched_setaffinity(0, {cpu})
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
         f.write("1000")

@@ -709,7 +709,15 @@ def run_candidate(
     anything the candidate did: its failures come back in the outcome."""
     server = fork_server()
     host = HostRun(sim, loop, cluster, order_seed=order_seed, display=display)
-    pid, sock = server.fork({"cpu_s": cpu_s, "memory_bytes": memory_bytes})
+    # The grader and the run's process take turns on one CPU (see forkserver.pinned).
+    cpu = forkserver.current_cpu()
+    with forkserver.pinned(cpu):
+        return _serve_run(server, host, code, entry, cpu, cpu_s, memory_bytes)
+
+
+def _serve_run(server, host, code, entry, cpu, cpu_s, memory_bytes) -> Outcome:
+    loop = host.loop
+    pid, sock = server.fork({"cpu_s": cpu_s, "memory_bytes": memory_bytes, "cpu": cpu})
     channel = Channel(sock)
     started = time.monotonic()
     try:
