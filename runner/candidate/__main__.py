@@ -52,6 +52,9 @@ def _child(sock: socket.socket, limits: dict) -> None:
 
 
 def main() -> None:
+    # Non-dumpable, and so are the runs it forks: a run's process (same uid) can neither
+    # ptrace this server nor open its /proc files to change what later runs start from.
+    forkserver.prctl(forkserver.PR_SET_DUMPABLE, 0)
     control = socket.socket(fileno=int(sys.argv[1]))
     forkserver.serve(control, _child, {"wait": forkserver.wait_status})
 

@@ -23,10 +23,12 @@ from runner.sandbox.limits import Limits
 from runner.sandbox.pool import start_pool, stop_pool
 from runner.sandbox.run import BACKENDS, get_backend, grade, run_script
 
-PROGRAM = (
+PROGRAM = (  # a grader's shape: torch (preloaded in a warm sandbox), one result document
     "import json, torch\n"
+    "from runner.contract import make_result\n"
     "x = torch.ones(64, 64)\n"
-    "print(json.dumps({'status': 'pass', 'verdict': 'ok', 'message': str(float(x.sum()))}))\n"
+    "print(json.dumps(make_result(exercise='bench', verdict='accepted',"
+    " message=str(float(x.sum())))))\n"
 )
 EXERCISE = Path(__file__).resolve().parents[2] / "exercises" / "async-gradient-accumulation"
 

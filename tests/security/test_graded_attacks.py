@@ -157,6 +157,28 @@ def test_a_pass_forged_on_the_engines_result_descriptor_is_refused(backend):
     assert result["status"] != "pass", dump(result)
 
 
+def test_the_run_cannot_reach_into_the_fork_server_or_the_grader(backend):
+    # The fork server (the run's parent) outlives the run and forks every later one; the
+    # grader holds the verdict. Both are non-dumpable: same uid or not, the run can neither
+    # follow their descriptors nor open their memory or environment.
+    code = (
+        "import os\n"
+        "parent = os.getppid()\n"
+        "grader = int(open(f'/proc/{parent}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+        "reached = []\n"
+        "for pid in (parent, grader):\n"
+        "    for path in (f'/proc/{pid}/fd/0', f'/proc/{pid}/mem', f'/proc/{pid}/environ'):\n"
+        "        try:\n"
+        "            os.readlink(path) if '/fd/' in path else open(path, 'rb').close()\n"
+        "            reached.append(path)\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "raise RuntimeError('reached: %s' % reached)\n"
+    )
+    result = run(code, backend, wall_s=20)
+    assert "reached: []" in result["message"] + result["stderr"], dump(result)
+
+
 CHEATS = sorted(
     path
     for path in (Path(__file__).resolve().parents[2] / "exercises").glob("*/examples/cheat_*.py")
