@@ -86,6 +86,7 @@ class Client:
         )
         theirs.close()
         self.control = ours
+        self.owner = os.getpid()
 
     def ask(self, request: dict, fds=()) -> dict:
         socket.send_fds(self.control, [json.dumps(request).encode()], list(fds))
@@ -95,16 +96,27 @@ class Client:
         return json.loads(data)
 
     def fork(self, limits: dict) -> tuple[int, socket.socket]:
-        """A fresh process for one run: its pid, and our end of its socket."""
+        """A fresh process for one run: its pid, and our end of its socket. The run gets
+        this process's resource limits too (the server may have been started by another
+        process with other limits: a pooled sandbox's first process, see runner.host)."""
         ours, theirs = socket.socketpair()
+        request = {"op": "fork", "limits": {**limits, "rlimits": own_rlimits()}}
         try:
-            pid = self.ask({"op": "fork", "limits": limits}, [theirs.fileno()])["pid"]
+            pid = self.ask(request, [theirs.fileno()])["pid"]
         finally:
             theirs.close()
         return pid, ours
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        if self.owner == os.getpid():
+            return self.process.poll() is None
+        # A server inherited across a fork (not our child: poll() cannot ask about it).
+        try:
+            with open(f"/proc/{self.process.pid}/stat") as handle:
+                state = handle.read().rpartition(")")[2].split()[0]
+        except (OSError, IndexError):
+            return False
+        return state not in ("Z", "X")
 
     def close(self, timeout: float = 2.0) -> None:
         with contextlib.suppress(OSError):
@@ -116,8 +128,46 @@ class Client:
             self.process.wait()
 
 
+RLIMITS = ("AS", "CORE", "FSIZE", "NOFILE", "NPROC")
+
+
+def own_rlimits() -> dict[str, list[int]]:
+    return {name: list(resource.getrlimit(getattr(resource, "RLIMIT_" + name))) for name in RLIMITS}
+
+
+def lower_rlimits(wanted) -> None:
+    """Take the limits a fork request carries where they are lower than ours (never raise
+    one: a run can only be held tighter than its grader)."""
+    if not isinstance(wanted, dict):
+        return
+    for name in RLIMITS:
+        pair = wanted.get(name)
+        if not (isinstance(pair, list) and len(pair) == 2 and all(type(v) is int for v in pair)):
+            continue
+        res = getattr(resource, "RLIMIT_" + name)
+        soft, hard = resource.getrlimit(res)
+        hard = _lower(hard, pair[1])
+        soft = _lower(soft, pair[0])
+        if hard >= 0 and (soft < 0 or soft > hard):
+            soft = hard
+        with contextlib.suppress(OSError, ValueError):
+            resource.setrlimit(res, (soft, hard))
+
+
+def _lower(current: int, wanted: int) -> int:
+    """The lower of two limits, where a negative one (RLIM_INFINITY) is no limit."""
+    if wanted < 0:
+        return current
+    return wanted if current < 0 else min(current, wanted)
+
+
 def confine(
-    sock: socket.socket, cpu_s: int, *, keep_stderr: bool = False, cpu: int | None = None
+    sock: socket.socket,
+    cpu_s: int,
+    *,
+    keep_stderr: bool = False,
+    cpu: int | None = None,
+    rlimits: dict | None = None,
 ) -> None:
     """A run's process, first thing after the fork: its own session (killed as one),
     death with the server, the OOM killer's first choice, a CPU-time limit (a program
@@ -131,6 +181,7 @@ def confine(
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
         f.write("1000")
+    lower_rlimits(rlimits)
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1) if keep_stderr else (0, 1, 2):

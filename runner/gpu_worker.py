@@ -341,7 +341,9 @@ def _commit(value, seed: int):
 
 def _child(sock: socket.socket, exercise, limits: dict) -> None:
     debug = bool(os.environ.get("OVERLAP_DEBUG_CANDIDATE"))  # keep stderr: our tracebacks
-    forkserver.confine(sock, int(limits.get("cpu_s", 600)), keep_stderr=debug)
+    forkserver.confine(
+        sock, int(limits.get("cpu_s", 600)), keep_stderr=debug, rlimits=limits.get("rlimits")
+    )
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write fails (EFBIG) instead of killing
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
     channel = Channel(sock, max_frame=TRUSTED_FRAME)

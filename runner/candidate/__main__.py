@@ -35,7 +35,9 @@ CANDIDATE_MAX_FRAME = 64 << 20  # frames from the grader (trusted) may be large
 
 
 def _child(sock: socket.socket, limits: dict) -> None:
-    forkserver.confine(sock, int(limits.get("cpu_s", 5)), cpu=limits.get("cpu"))
+    forkserver.confine(
+        sock, int(limits.get("cpu_s", 5)), cpu=limits.get("cpu"), rlimits=limits.get("rlimits")
+    )
     memory = limits.get("memory_bytes")
     if memory:
         with contextlib.suppress(ValueError, OSError):

@@ -129,7 +129,12 @@ def _run_child(job: dict, out_w: int, err_w: int) -> None:
         os.dup2(devnull, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
-        os.closerange(3, 1 << 16)
+        keep = job.get("_keep_fd")
+        if keep is None:
+            os.closerange(3, 1 << 16)
+        else:  # the candidates' fork server started for this job (_prestart)
+            os.closerange(3, keep)
+            os.closerange(keep + 1, 1 << 16)
         apply_rlimits(job.get("rlimits", {}))
         os.environ.clear()
         os.environ.update(job.get("env", {}))
@@ -445,6 +450,18 @@ def _write_envelope(envelope: dict) -> None:
         view = view[os.write(1, view) :]
 
 
+def _prestart(preload: list[str]) -> int | None:
+    """With the grading engine preloaded, start the candidates' fork server the next job
+    will use now, while nobody waits (runner.host.prestart_fork_server); the descriptor
+    the job keeps. None (the job starts its own) if that cannot be done."""
+    if "runner.cli" not in preload or "runner.host" not in sys.modules:
+        return None
+    try:
+        return sys.modules["runner.host"].prestart_fork_server()
+    except Exception:
+        return None
+
+
 def main(argv: list[str]) -> int:
     # The working folder (/tmp) is the run's to write: never import from it.
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]
@@ -475,6 +492,7 @@ def main(argv: list[str]) -> int:
     for name in preload:
         with contextlib.suppress(Exception):
             __import__(name)
+    keep_fd = _prestart(preload)
     if announce:
         os.write(2, b"ready\n")
     served = 0
@@ -486,6 +504,7 @@ def main(argv: list[str]) -> int:
             nonce = job.get("nonce")
             if job.get("protocol", PROTOCOL) != PROTOCOL:
                 raise ValueError("protocol mismatch")
+            job["_keep_fd"] = keep_fd
             envelope = run_job(job)
         except (TimeoutError, EOFError):
             os._exit(0)  # an idle pooled sandbox, or a host that went away: nothing to report
@@ -501,6 +520,7 @@ def main(argv: list[str]) -> int:
         _write_envelope(envelope)
         if not serving:
             break
+        keep_fd = _prestart(preload)  # the last job's server died with the rest of it
     # No interpreter teardown: with torch imported it takes about a second, and the host
     # is waiting for this process to end.
     os._exit(0)

@@ -179,6 +179,49 @@ def test_the_run_cannot_reach_into_the_fork_server_or_the_grader(backend):
     assert "reached: []" in result["message"] + result["stderr"], dump(result)
 
 
+def test_a_warm_sandbox_starts_each_jobs_fork_server_fresh_and_out_of_the_runs_reach():
+    # A pooled sandbox starts the candidates' fork server before the job arrives (PID 1
+    # is its parent), a new one for every job, and the run can open the memory or the
+    # environment of no other process in the sandbox: not the server, not the grader
+    # (whose job process never started a server of its own), not PID 1.
+    require("docker")
+    from runner.sandbox.limits import Limits
+    from runner.sandbox.pool import start_pool, stop_pool
+
+    code = (
+        "import os\n"
+        "server = os.getppid()\n"
+        "def parent(pid):\n"
+        "    return int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+        "reached = []\n"
+        "others = [n for n in os.listdir('/proc') if n.isdigit() and int(n) != os.getpid()]\n"
+        "for pid in others:\n"
+        "    for path in (f'/proc/{pid}/mem', f'/proc/{pid}/environ'):\n"
+        "        try:\n"
+        "            open(path, 'rb').close()\n"
+        "            reached.append(path)\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "raise RuntimeError(f'server {server} of {parent(server)} reached {reached}')\n"
+    )
+    limits = dict(FAST, wall_s=20)
+    pool = start_pool("docker", size=1, limits=Limits.from_mapping(limits))
+    try:
+        assert pool.wait_full(120), "the pool never became ready"
+        servers = []
+        for _ in range(2):
+            result = grade(EXERCISE, code, seeds=1, backend="docker", limits=limits)
+            assert result["sandbox"]["pooled"], dump(result)
+            words = result["message"].split()
+            assert words[-4:-1] == ["of", "1", "reached"] and words[-1] == "[]", dump(result)
+            servers.append(words[-5])
+            assert pool.wait_full(120)
+        assert servers[0] != servers[1]
+    finally:
+        stop_pool()
+    assert_nothing_left("docker")
+
+
 CHEATS = sorted(
     path
     for path in (Path(__file__).resolve().parents[2] / "exercises").glob("*/examples/cheat_*.py")
