@@ -186,7 +186,14 @@ def confine(
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1) if keep_stderr else (0, 1, 2):
         os.dup2(devnull, fd)
-    keep = sock.fileno()
+    close_descriptors(keep=sock.fileno())
+
+
+def close_descriptors(keep: int | None = None) -> None:
+    """Close every descriptor above the standard streams, but ``keep``."""
+    if keep is None:
+        os.closerange(3, 1 << 16)
+        return
     os.closerange(3, keep)
     os.closerange(keep + 1, 1 << 16)
 

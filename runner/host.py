@@ -730,12 +730,14 @@ def run_candidate(
     # The grader and the run's process take turns on one CPU (see forkserver.pinned).
     cpu = forkserver.current_cpu()
     with forkserver.pinned(cpu):
-        return _serve_run(server, host, code, entry, cpu, cpu_s, memory_bytes)
+        return _serve_run(
+            server, host, code, entry, {"cpu_s": cpu_s, "memory_bytes": memory_bytes, "cpu": cpu}
+        )
 
 
-def _serve_run(server, host, code, entry, cpu, cpu_s, memory_bytes) -> Outcome:
+def _serve_run(server, host: HostRun, code, entry, limits: dict) -> Outcome:
     loop = host.loop
-    pid, sock = server.fork({"cpu_s": cpu_s, "memory_bytes": memory_bytes, "cpu": cpu})
+    pid, sock = server.fork(limits)
     channel = Channel(sock)
     started = time.monotonic()
     try:
@@ -750,7 +752,9 @@ def _serve_run(server, host, code, entry, cpu, cpu_s, memory_bytes) -> Outcome:
     except (EOFError, ConnectionError, TimeoutError, OSError) as exc:
         status = server.reap(pid)
         pid = None
-        host.outcome.failure = _died(exc, status, time.monotonic() - started, cpu_s)
+        host.outcome.failure = _died(
+            exc, status, time.monotonic() - started, limits["cpu_s"]
+        )
     finally:
         sock.close()
         if pid is not None:

@@ -42,7 +42,13 @@ import signal
 import sys
 import time
 
-from runner.forkserver import PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE, PR_SET_PDEATHSIG, prctl
+from runner.forkserver import (
+    PR_SET_CHILD_SUBREAPER,
+    PR_SET_DUMPABLE,
+    PR_SET_PDEATHSIG,
+    close_descriptors,
+    prctl,
+)
 
 PROTOCOL = 1
 MAX_JOB_BYTES = 32 * 1024 * 1024
@@ -115,7 +121,7 @@ def apply_rlimits(rlimits: dict) -> None:
         resource.setrlimit(res, (value, value))
 
 
-def _run_child(job: dict, out_w: int, err_w: int) -> None:
+def _run_child(job: dict, out_w: int, err_w: int, keep_fd: int | None) -> None:
     """In the forked child: become an ordinary process, then run the entry. Never returns."""
     code = 1
     try:
@@ -129,12 +135,7 @@ def _run_child(job: dict, out_w: int, err_w: int) -> None:
         os.dup2(devnull, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
-        keep = job.get("_keep_fd")
-        if keep is None:
-            os.closerange(3, 1 << 16)
-        else:  # the candidates' fork server started for this job (_prestart)
-            os.closerange(3, keep)
-            os.closerange(keep + 1, 1 << 16)
+        close_descriptors(keep=keep_fd)  # keep: the fork server started for it (_prestart)
         apply_rlimits(job.get("rlimits", {}))
         os.environ.clear()
         os.environ.update(job.get("env", {}))
@@ -317,7 +318,7 @@ def _since(before: int | None, after: int | None) -> int | None:
     return after - (before or 0)
 
 
-def run_job(job: dict) -> dict:
+def run_job(job: dict, keep_fd: int | None = None) -> dict:
     oom_before = _cgroup_counter(OOM_COUNTERS, "oom_kill")
     pids_before = _cgroup_counter(PIDS_COUNTERS, "max")
     write_files(job["workdir"], job.get("files", {}))
@@ -328,7 +329,7 @@ def run_job(job: dict) -> dict:
     if child_pid == 0:
         os.close(out_r)
         os.close(err_r)
-        _run_child(job, out_w, err_w)
+        _run_child(job, out_w, err_w, keep_fd)
     os.close(out_w)
     os.close(err_w)
     out = _Capture(out_r, int(job["stdout_bytes"]))
@@ -504,8 +505,7 @@ def main(argv: list[str]) -> int:
             nonce = job.get("nonce")
             if job.get("protocol", PROTOCOL) != PROTOCOL:
                 raise ValueError("protocol mismatch")
-            job["_keep_fd"] = keep_fd
-            envelope = run_job(job)
+            envelope = run_job(job, keep_fd)
         except (TimeoutError, EOFError):
             os._exit(0)  # an idle pooled sandbox, or a host that went away: nothing to report
         except Exception as exc:

@@ -157,23 +157,34 @@ def test_a_pass_forged_on_the_engines_result_descriptor_is_refused(backend):
     assert result["status"] != "pass", dump(result)
 
 
+# Candidate code: parent(pid), and reach(pids, names): the /proc/<pid>/<name> files the
+# run could open (fd/N: follow a descriptor; mem, environ: open).
+REACH = (
+    "import os\n"
+    "def parent(pid):\n"
+    "    return int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+    "def reach(pids, names):\n"
+    "    reached = []\n"
+    "    for pid in pids:\n"
+    "        for name in names:\n"
+    "            path = f'/proc/{pid}/{name}'\n"
+    "            try:\n"
+    "                os.readlink(path) if name.startswith('fd/') else open(path, 'rb').close()\n"
+    "                reached.append(path)\n"
+    "            except OSError:\n"
+    "                pass\n"
+    "    return reached\n"
+)
+
+
 def test_the_run_cannot_reach_into_the_fork_server_or_the_grader(backend):
     # The fork server (the run's parent) outlives the run and forks every later one; the
     # grader holds the verdict. Both are non-dumpable: same uid or not, the run can neither
     # follow their descriptors nor open their memory or environment.
-    code = (
-        "import os\n"
-        "parent = os.getppid()\n"
-        "grader = int(open(f'/proc/{parent}/stat').read().rsplit(')', 1)[1].split()[1])\n"
-        "reached = []\n"
-        "for pid in (parent, grader):\n"
-        "    for path in (f'/proc/{pid}/fd/0', f'/proc/{pid}/mem', f'/proc/{pid}/environ'):\n"
-        "        try:\n"
-        "            os.readlink(path) if '/fd/' in path else open(path, 'rb').close()\n"
-        "            reached.append(path)\n"
-        "        except OSError:\n"
-        "            pass\n"
-        "raise RuntimeError('reached: %s' % reached)\n"
+    code = REACH + (
+        "server = os.getppid()\n"
+        "found = reach((server, parent(server)), ('fd/0', 'mem', 'environ'))\n"
+        "raise RuntimeError('reached: %s' % found)\n"
     )
     result = run(code, backend, wall_s=20)
     assert "reached: []" in result["message"] + result["stderr"], dump(result)
@@ -188,21 +199,11 @@ def test_a_warm_sandbox_starts_each_jobs_fork_server_fresh_and_out_of_the_runs_r
     from runner.sandbox.limits import Limits
     from runner.sandbox.pool import start_pool, stop_pool
 
-    code = (
-        "import os\n"
+    code = REACH + (
         "server = os.getppid()\n"
-        "def parent(pid):\n"
-        "    return int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])\n"
-        "reached = []\n"
         "others = [n for n in os.listdir('/proc') if n.isdigit() and int(n) != os.getpid()]\n"
-        "for pid in others:\n"
-        "    for path in (f'/proc/{pid}/mem', f'/proc/{pid}/environ'):\n"
-        "        try:\n"
-        "            open(path, 'rb').close()\n"
-        "            reached.append(path)\n"
-        "        except OSError:\n"
-        "            pass\n"
-        "raise RuntimeError(f'server {server} of {parent(server)} reached {reached}')\n"
+        "found = reach(others, ('mem', 'environ'))\n"
+        "raise RuntimeError(f'server {server} of {parent(server)} reached {found}')\n"
     )
     limits = dict(FAST, wall_s=20)
     pool = start_pool("docker", size=1, limits=Limits.from_mapping(limits))
