@@ -130,8 +130,8 @@ class WarmPool:
                 continue
             failures = 0
             with self._lock:
-                if self._closed:
-                    sandbox.destroy()
+                if self._closed:  # started while closing: close() joins this thread
+                    sandbox.destroy(wait=True)
                     return
                 self._ready.append((sandbox, time.monotonic()))
                 self._lock.notify_all()
@@ -152,9 +152,9 @@ class WarmPool:
             leftovers = [sandbox for sandbox, _ in self._ready]
             self._ready.clear()
             self._lock.notify_all()
-        for sandbox in leftovers:
+        for sandbox in leftovers:  # at shutdown: gone before this process is
             with contextlib.suppress(Exception):
-                sandbox.destroy()
+                sandbox.destroy(wait=True)
         self._thread.join(timeout=READY_TIMEOUT_S)
 
 

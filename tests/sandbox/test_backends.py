@@ -276,6 +276,35 @@ def test_two_workers_on_one_host_never_reap_each_others_sandboxes(tmp_path):
 
 
 @pytest.mark.docker
+def test_a_worker_that_exits_takes_its_warm_sandboxes_with_it(tmp_path):
+    """A worker that shuts down cleanly (stop_pool at exit) leaves no container behind for
+    the next start's reaper: removal waits, it is not left to a thread that dies with it."""
+    require("docker")
+    import subprocess
+    import sys
+
+    from runner.sandbox.backends.docker import LABEL
+    from runner.sandbox.run import get_backend
+
+    worker = tmp_path / "worker.py"
+    worker.write_text(
+        "import os\n"
+        "from runner.sandbox.pool import start_pool\n"
+        "pool = start_pool('docker', size=2)\n"
+        "assert pool.wait_full(120)\n"
+        "print(os.getpid(), flush=True)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    done = subprocess.run([sys.executable, str(worker)], env=env, capture_output=True,
+                          text=True, timeout=180, check=True)
+    pid = done.stdout.strip()
+    api = get_backend("docker").client().api
+    left = [c["Id"] for c in api.containers(all=True, filters={"label": f"{LABEL}.process"})
+            if c["Labels"].get(f"{LABEL}.process", "").startswith(f"{pid}:")]
+    assert left == []
+
+
+@pytest.mark.docker
 def test_threads_asking_at_once_all_hear_that_the_engine_is_there():
     """A Celery pool process starts its warm pool while its heartbeat asks the same: each
     must hear the engine's real state, not "not checked" (which silently left half the

@@ -126,8 +126,10 @@ class Sandbox(ABC):
         """Send the job, collect the report; `deadline` is a time.monotonic() value."""
 
     @abstractmethod
-    def destroy(self) -> None:
-        """Kill whatever is left and free everything; safe to call twice."""
+    def destroy(self, *, wait: bool = False) -> None:
+        """Kill whatever is left and free everything; safe to call twice. ``wait``: free it
+        all before returning, even what could be freed later (at shutdown, when this
+        process may be gone before later comes)."""
 
     def wait_ready(self, timeout_s: float) -> bool:
         """For the pool: True once the sandbox has started and preloaded its modules."""
@@ -289,7 +291,7 @@ class SubprocessSandbox(Sandbox):
         if self.cgroup is not None:
             self.cgroup.kill_all()
 
-    def destroy(self) -> None:
+    def destroy(self, *, wait: bool = False) -> None:
         if self._destroyed:
             return
         self._destroyed = True

@@ -157,12 +157,15 @@ class DockerSandbox(Sandbox):
         )
         return raw
 
-    def destroy(self) -> None:
+    def destroy(self, *, wait: bool = False) -> None:
         if self._destroyed:
             return
         self._destroyed = True
         with contextlib.suppress(Exception):
             self.sock.close()
+        if wait:
+            _remove(self.container)
+            return
         # The run is over (its first process exited or was killed): removing the container
         # can happen after the result is returned. The reaper catches what this misses.
         threading.Thread(target=_remove, args=(self.container,), daemon=True).start()
