@@ -7,11 +7,13 @@ from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
+from django.utils import timezone
 
 from catalog.models import Exercise
 from interviews import services
 from ops import bench_live
 from ops.stack import Stack, wait_for_port
+from runs.models import Run
 
 STAFF = ("bench-interviewer", "bench-password-not-secret")
 
@@ -45,10 +47,16 @@ class Command(BaseCommand):
 
         os.environ.setdefault("OVERLAP_SANDBOX_POOL_SIZE", "2")
         samples = {}
+        started = timezone.now()
         for count in workers:
             samples.update(self._measure(user, target, code, concurrency, runs, count,
                                          keystrokes if count == workers[0] else 0))
         backend = os.environ.get("OVERLAP_SANDBOX", settings.OVERLAP_SANDBOX)
+        # What ran the runs, not only what was asked: "auto" takes bwrap when the docker
+        # image is stale, and the figures are then another backend's.
+        used = Run.objects.filter(created_at__gte=started).values_list(
+            "result__sandbox__backend", flat=True)
+        backend += f" (ran on {', '.join(sorted({b for b in used if b})) or 'none'})"
         database = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
         self.stdout.write(bench_live.report(
             f"Live interview latency ({exercise}, sandbox {backend}, {database}, "
