@@ -74,6 +74,8 @@ class Channel:
             message = _DECODE(data.decode())
         except (ValueError, UnicodeDecodeError) as exc:
             raise ProtocolError(f"a frame that is not JSON: {exc}") from None
+        except RecursionError:  # the decoder's own bound on nesting (~1,000 levels)
+            raise ProtocolError("a frame nested too deeply") from None
         if not isinstance(message, dict):
             raise ProtocolError("a frame that is not a JSON object")
         return message
