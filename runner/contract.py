@@ -11,6 +11,7 @@ Schema ``overlap.grade/1`` is described field by field in runner/README.md.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -167,9 +168,20 @@ class Check:
 
 
 def clip(text: str, limit: int) -> str:
+    text = storable(text)
     if len(text) <= limit:
         return text
     return text[:limit] + f"\n… [{len(text) - limit} more characters cut]"
+
+
+# NUL and half of a UTF-16 surrogate pair: a program can print both, JSON carries them as
+# escapes, and PostgreSQL refuses to store either (in text or in JSON).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """``text`` with every character a database or a page cannot hold shown as U+FFFD."""
+    return _UNSTORABLE.sub("\ufffd", text) if _UNSTORABLE.search(text) else text
 
 
 def empty_metrics() -> dict:
@@ -231,7 +243,7 @@ def _string(value, path: str, limit: int, *, optional: bool = False) -> str | No
         return None
     if not isinstance(value, str):
         _fail(path, "must be a string")
-    return value if len(value) <= limit else clip(value, limit)
+    return clip(value, limit)
 
 
 def _number(value, path: str, *, optional: bool = True) -> float | int | None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from catalog.schema import ExerciseMeta, Guide
 from content.errors import Problem
-from content.reader import parse, read_text, read_yaml, relative
+from content.reader import NUL_PROBLEM, parse, read_text, read_yaml, relative
 from qa.schema import Bank
 
 BANKS_DIR = "question-banks"
@@ -72,9 +72,14 @@ def read_exercise(folder: Path, root: Path, problems: list[Problem]) -> Exercise
         if rel in EXERCISE_FILES:
             continue
         try:
-            files[rel] = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             problems.append(Problem(relative(path, root), "", "not valid UTF-8 text"))
+            continue
+        if "\x00" in text:
+            problems.append(Problem(relative(path, root), "", NUL_PROBLEM))
+            continue
+        files[rel] = text
     if len(problems) > before or meta is None or guide is None or prompt is None:
         return None
     return ExerciseFolder(

@@ -16,6 +16,10 @@ def relative(path: Path, root: Path) -> str:
         return str(path)
 
 
+# PostgreSQL cannot store a NUL character in text (and no exercise file needs one).
+NUL_PROBLEM = "holds a NUL character (a binary file?): only text can be stored"
+
+
 def read_text(path: Path, root: Path, problems: list[Problem]) -> str | None:
     name = relative(path, root)
     if not path.is_file():
@@ -27,6 +31,9 @@ def read_text(path: Path, root: Path, problems: list[Problem]) -> str | None:
         problems.append(
             Problem(name, "", f"not valid UTF-8 text ({exc.reason} at byte {exc.start})")
         )
+        return None
+    if "\x00" in text:
+        problems.append(Problem(name, "", NUL_PROBLEM))
         return None
     if not text.strip():
         problems.append(Problem(name, "", "file is empty"))

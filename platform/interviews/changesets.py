@@ -8,11 +8,20 @@ text beyond the Basic Multilingual Plane (emoji) lands where the browser put it.
 Everything here is untrusted input from a browser: shape, counts and lengths are checked.
 """
 
+import re
+
 MAX_PARTS = 10_000
+# What PostgreSQL cannot store in text or JSON: NUL, and half of a UTF-16 surrogate pair
+# (a browser's string may hold one; JSON carries it as an escape).
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 class BadChanges(ValueError):
     """The change set is malformed or does not fit the document."""
+
+
+class UnstorableText(BadChanges):
+    """The change inserts a character the database cannot store."""
 
 
 def utf16_length(text: str) -> int:
@@ -39,7 +48,13 @@ def apply_changes(text: str, changes) -> str:
                 and all(isinstance(line, str) for line in part[1:]):
             pos += 2 * part[0]
             if len(part) > 1:
-                out.append("\n".join(part[1:]).encode("utf-16-le"))
+                inserted = "\n".join(part[1:])
+                if UNSTORABLE.search(inserted):
+                    raise UnstorableText(
+                        "it holds a NUL character or half of a surrogate pair, which cannot "
+                        "be stored"
+                    )
+                out.append(inserted.encode("utf-16-le"))
         else:
             raise BadChanges("bad part")
         if pos > len(units):

@@ -17,7 +17,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from interviews.changesets import BadChanges, apply_changes, replace_changes
+from interviews.changesets import (
+    UNSTORABLE,
+    BadChanges,
+    UnstorableText,
+    apply_changes,
+    replace_changes,
+)
 from interviews.models import CodeRevision, InterviewSession, PadUpdate
 
 MAX_UPDATES_PER_PUSH = 200
@@ -116,8 +122,12 @@ def pad_push(*, session_id: int, version: int, updates, author: Author,
             client_id = update.get("clientID")
             if not isinstance(client_id, str) or not 0 < len(client_id) <= MAX_CLIENT_ID:
                 raise PadRefused("Bad update message.")
+            if UNSTORABLE.search(client_id):
+                raise PadRefused("Bad update message.")
             try:
                 text = apply_changes(text, update.get("changes"))
+            except UnstorableText as exc:
+                raise PadRefused(f"The change was not applied: {exc}.") from exc
             except BadChanges as exc:
                 raise PadRefused(f"The change does not fit the document ({exc}).") from exc
             if len(text.encode()) > settings.OVERLAP_MAX_CODE_BYTES:

@@ -174,3 +174,14 @@ def test_import_never_overwrites_unpublished_work_unless_asked(author_client, au
     assert ExerciseDraft.objects.get(pk=draft.pk).prompt == "Work in progress\n"
     _import(author_client, exported, replace="1")
     assert ExerciseDraft.objects.get(pk=draft.pk).prompt != "Work in progress\n"
+
+
+@pytest.mark.parametrize("name", ["grader.py", "examples/bad.py", "prompt.md"])
+def test_a_file_holding_a_nul_byte_is_refused_by_name(author_client, synced, name):
+    """PostgreSQL cannot store a NUL in text: the file is named, not a server error."""
+    slug, files = unpack(_export(author_client, "async-parameter-server", "v1"))
+    files[name] = files.get(name, b"x = 1\n") + b"\x00tail\n"
+    html = _import(author_client, archive(slug, files)).content.decode()
+    assert "nothing was imported" in html
+    assert name in html and "NUL" in html
+    assert not ExerciseDraft.objects.exists()

@@ -154,3 +154,21 @@ def test_the_link_expires_some_time_after_the_session_ended(client, live_session
     InterviewSession.objects.filter(pk=live_session.pk).update(
         ended_at=timezone.now() - timedelta(hours=2))
     assert client.get(f"/c/{live_session.token}/").status_code == 404
+
+
+@pytest.mark.parametrize("bad", ["\x00", "a\ud800b"], ids=["nul", "lone-surrogate"])
+def test_text_the_database_cannot_store_is_refused_with_a_reason(client, live_session, bad):
+    """A NUL or a lone surrogate (a browser can send both) would make PostgreSQL refuse the
+    row: the push is refused with a reason, the pad and its history are untouched."""
+    start = live_session.pad_text
+    author = pad.author_for_candidate(live_session)
+    with pytest.raises(pad.PadRefused, match="cannot be stored"):
+        _type(live_session, start, 0, f"x = '{bad}'", author=author)
+    if bad == "\x00":  # a form post cannot carry a lone surrogate (the browser's UTF-8 can't)
+        response = client.post(f"/c/{live_session.token}/save/", {"code": f"x = '{bad}'\n"})
+        assert response.status_code == 409
+        assert "cannot be stored" in response.content.decode()
+    live_session.refresh_from_db()
+    assert live_session.pad_text == start
+    assert live_session.pad_version == 0
+    assert not PadUpdate.objects.filter(session=live_session).exists()

@@ -54,3 +54,25 @@ def test_a_valid_result_is_stored_as_the_contract_shapes_it(live_session, monkey
 def test_every_verdict_has_a_human_label():
     assert set(LABELS) == set(Verdict)
     assert all(label and "_" not in label for label in LABELS.values())
+
+
+def test_output_postgres_cannot_store_is_kept_readable_and_the_run_is_saved(
+    client, live_session, monkeypatch
+):
+    """A candidate's program may print a NUL or a lone surrogate (bytes decoded by hand, a
+    bad slice of an emoji): the run still gets its verdict, with those characters shown
+    as U+FFFD, instead of a database error that leaves it without one."""
+    odd = "loss\x00 \ud83d end"
+    result = make_result(exercise="x", verdict="wrong", message=f"ValueError: {odd}",
+                         stdout=odd, stderr=odd)
+    result["error"] = {"type": "exception", "line": 3, "traceback": odd}
+    _grade_returning(monkeypatch, result)
+    run = _run(live_session)
+    services.run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.DONE and run.verdict == "wrong"
+    shown = "loss\ufffd \ufffd end"
+    assert run.result["stdout"] == run.result["stderr"] == shown
+    assert run.result["error"]["traceback"] == shown
+    assert run.result["message"] == f"ValueError: {shown}"
+    assert client.get(f"/c/{live_session.token}/runs/{run.pk}/").status_code == 200
