@@ -17,8 +17,8 @@ Checks (each on every run, plain and shuffled):
 
 from __future__ import annotations
 
+import heapq
 import itertools
-import math
 from dataclasses import dataclass
 
 import torch
@@ -252,10 +252,15 @@ def bound(baseline) -> float:
     """Best possible time: every worker computing back to back (plus one pull and one
     push), or every push applied back to back, whichever is longer."""
     c: Config = baseline.cluster.config
-    step = min(c.compute_costs) / 1000
+    # When the last of the batches is done if every worker computes back to back: the
+    # total_batches-th earliest of the finishing times k * cost (k = 1, 2, ...) of all
+    # workers together.
+    finishes = [(cost, cost) for cost in c.compute_costs]
+    heapq.heapify(finishes)
     t = 0.0
-    while sum(math.floor(t / cost + 1e-9) for cost in c.compute_costs) < c.total_batches:
-        t += step
+    for _ in range(c.total_batches):
+        t, cost = heapq.heappop(finishes)
+        heapq.heappush(finishes, (t + cost, cost))
     best = max(
         t + c.pull_cost + c.push_cost,
         c.total_batches * c.push_cost + c.pull_cost + min(c.compute_costs),
