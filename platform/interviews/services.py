@@ -7,6 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from interviews import pad
+from interviews.changesets import UNSTORABLE
 from interviews.models import (
     ChatMessage,
     CodeRevision,
@@ -185,6 +186,9 @@ def chat_post(*, session: InterviewSession, role: str, author: str, text: str) -
         raise SessionError("An empty message was not sent.")
     if len(text) > MAX_CHAT_CHARS:
         raise SessionError(f"Messages are limited to {MAX_CHAT_CHARS} characters.")
+    if UNSTORABLE.search(text):
+        raise SessionError("The message holds a NUL character or half of a surrogate pair, "
+                           "which cannot be stored; it was not sent.")
     if role not in (PadUpdate.CANDIDATE, PadUpdate.INTERVIEWER):
         raise SessionError("Unknown sender.")
     if session.is_ended:

@@ -107,7 +107,7 @@ class PadConsumer(AsyncWebsocketConsumer):
             return
         try:
             message = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the decoder's bound
             return
         if not isinstance(message, dict):
             return

@@ -128,6 +128,36 @@ def test_chat_is_stored_and_pushed_to_both_sides(live_session, staff_client):
         "Take your time.", "Thanks!"]
 
 
+def test_what_a_browser_sends_that_cannot_be_stored_is_refused_and_the_line_stays_up(
+        live_session):
+    """A NUL in a chat message or a change, a lone surrogate (JSON carries both as
+    escapes), a message nested past the JSON decoder's bound: each gets a refusal or is
+    dropped, and the same connection goes on working."""
+
+    async def scenario():
+        cand = _candidate(live_session)
+        await cand.connect()
+        hello = await _next(cand, "hello")
+        await cand.send_to("[" * 5000 + "]" * 5000)
+        await cand.send_json_to({"type": "chat", "text": "nul \x00 here"})
+        chat = await _next(cand, "refused")
+        await cand.send_json_to({"type": "push", "version": hello["version"], "updates": [
+            {"clientID": "tab", "changes": [[0, "x = '\ud800'"], len(hello["doc"])]}]})
+        push = await _next(cand, "pushed")
+        await cand.send_json_to({"type": "chat", "text": "still here"})
+        echo = await _next(cand, "chat")
+        await cand.disconnect()
+        return chat, push, echo
+
+    chat, push, echo = async_to_sync(scenario)()
+    assert "cannot be stored" in chat["message"]
+    assert push["ok"] is False and "cannot be stored" in push["refused"]
+    assert echo["message"]["text"] == "still here"
+    assert list(live_session.chat_messages.values_list("text", flat=True)) == ["still here"]
+    live_session.refresh_from_db()
+    assert live_session.pad_version == 0
+
+
 def test_strangers_and_old_links_cannot_connect(live_session, client):
     from interviews import services
 

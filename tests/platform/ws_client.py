@@ -28,7 +28,10 @@ class WebsocketCommunicator(ApplicationCommunicator):
         return True, None
 
     async def send_json_to(self, data) -> None:
-        await self.send_input({"type": "websocket.receive", "text": json.dumps(data)})
+        await self.send_to(json.dumps(data))
+
+    async def send_to(self, text: str) -> None:
+        await self.send_input({"type": "websocket.receive", "text": text})
 
     async def receive_json_from(self, timeout=3):
         response = await self.receive_output(timeout)
