@@ -7,7 +7,10 @@
 - threads and executors run their function inline, blocking, and are reported: there is
   one thread, so work hidden in another would look free;
 - classes the candidate defines without their own ``__hash__`` hash by creation order
-  instead of by address, so iterating a set of them gives the same order in every process.
+  instead of by address, so iterating a set of them gives the same order in every process;
+- what would draw entropy from the OS (``os.urandom``, an unseeded ``random.Random()``,
+  ``SystemRandom``, and so ``uuid4`` and ``secrets``) draws from one fixed sequence: a
+  trainer that picks workers at random gets the same schedule in every run and process.
 
 The stalls are reported to the grader, which decides what they cost; nothing here can make
 the candidate's program faster, only slower.
@@ -18,7 +21,11 @@ from __future__ import annotations
 import builtins
 import concurrent.futures
 import contextlib
+import functools
 import itertools
+import operator
+import os
+import random
 import sys
 import threading
 import time
@@ -85,6 +92,37 @@ def install(runtime: Runtime, filename: str) -> None:
         cls.submit = make_submit(cls)
 
     _install_stable_hashes(filename)
+    _install_fixed_entropy()
+
+
+ENTROPY_SEED = 0x0E71A9  # the one sequence every run draws "OS entropy" from
+
+
+def _install_fixed_entropy() -> None:
+    """The OS's entropy, as the candidate's program can reach it, from a fixed sequence.
+
+    (``random.Random()`` with no seed asks the OS in C, not through ``os.urandom``; it
+    goes through ``Random.seed``, which is patched. Reading /dev/urandom as a file is
+    not covered.)"""
+    source = random.Random(ENTROPY_SEED)
+
+    def urandom(size, /) -> bytes:
+        size = operator.index(size)
+        if size < 0:
+            raise ValueError("negative argument not allowed")
+        return source.randbytes(size)
+
+    real_seed = random.Random.seed
+
+    def seed(self, a=None, version=2) -> None:
+        if a is None:
+            a = int.from_bytes(urandom(32), "big")
+        real_seed(self, a, version)
+
+    os.urandom = urandom
+    random._urandom = urandom  # SystemRandom's source (and so secrets')
+    random.Random.seed = seed
+    random.seed = functools.partial(seed, random._inst)  # the module's bound original
 
 
 def _install_stable_hashes(filename: str) -> None:

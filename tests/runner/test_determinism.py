@@ -85,3 +85,43 @@ def test_a_set_of_objects_is_iterated_alike_in_every_process(tmp_path):
         for _ in range(4)
     ]
     assert len(set(outputs)) == 1
+
+
+UNSEEDED_RANDOMNESS = """
+import os
+import random
+import secrets
+import uuid
+
+
+class Trainer:
+    def __init__(self, cluster):
+        self.model = cluster.model
+
+    def train(self):
+        rng = random.Random()  # seeded from the OS, as CPython does when no seed is given
+        first = random.random()
+        random.seed()  # reseeded "from the OS"
+        print(rng.random(), first, random.random(), os.urandom(4).hex(), uuid.uuid4().hex,
+              random.SystemRandom().random(), secrets.token_hex(4), random.Random(7).random())
+        return self.model
+"""
+
+
+def test_randomness_a_program_does_not_seed_is_the_same_in_every_run_and_process(tmp_path):
+    """`random.Random()`, `os.urandom`, `uuid4`, `SystemRandom`, `secrets` draw from the
+    OS unless seeded: a trainer that picks its backup workers with them would get a new
+    schedule, speedup, verdict on every click. In the candidate's process they draw from
+    one fixed sequence instead (seeded generators are untouched)."""
+    path = tmp_path / "random.py"
+    path.write_text(UNSEEDED_RANDOMNESS)
+    outputs = [
+        json.loads(run_cli("grade", "async-gradient-accumulation", str(path), "--seeds", "2")
+                   .stdout)["stdout"]
+        for _ in range(3)
+    ]
+    assert len(set(outputs)) == 1
+    values = outputs[0].split()
+    assert len(values) == 8
+    assert values[-1] == str(__import__("random").Random(7).random())
+    assert len(set(values)) == len(values)  # still random-looking, not a constant
