@@ -32,6 +32,7 @@ import functools
 import inspect
 import os
 import random
+import re
 import signal
 import time
 from dataclasses import dataclass, field, fields, is_dataclass
@@ -762,9 +763,37 @@ def _serve_run(server, host: HostRun, code, entry, limits: dict) -> Outcome:
         with loop.running():
             host.unwind()
         loop.pause_when = None
+    number_addresses(host.outcome)
     STATS["runs"] += 1
     STATS["messages"] += host.outcome.messages
     return host.outcome
+
+
+_ADDRESS = re.compile(r"\b0x[0-9a-f]{12}\b")  # what repr() shows of an address (x86-64, arm64)
+
+
+def number_addresses(outcome: Outcome) -> None:
+    """Addresses in what the program printed or raised (``<Job object at 0x7f…>``, a
+    coroutine's repr) change from process to process (address-space randomisation,
+    which the sandbox's seccomp profile does not let a process turn off): they are shown
+    as @1, @2… in order of first appearance, one object keeping one number, so the same
+    code gets the same result document everywhere."""
+    labels: dict[str, str] = {}
+
+    def label(match: re.Match) -> str:
+        return labels.setdefault(match.group(), f"@{len(labels) + 1}")
+
+    def fix(text):
+        return _ADDRESS.sub(label, text) if isinstance(text, str) and "0x" in text else text
+
+    outcome.stdout, outcome.stderr = fix(outcome.stdout), fix(outcome.stderr)
+    if outcome.failure is not None:
+        verdict, message, error = outcome.failure
+        if error is not None:
+            error = {**error, "traceback": fix(error.get("traceback"))}
+        outcome.failure = (verdict, fix(message), error)
+    outcome.waiting = [fix(text) for text in outcome.waiting]
+    outcome.leftover = [fix(text) for text in outcome.leftover]
 
 
 def _died(exc: BaseException, status: dict, waited: float, cpu_s: int):

@@ -125,3 +125,41 @@ def test_randomness_a_program_does_not_seed_is_the_same_in_every_run_and_process
     assert len(values) == 8
     assert values[-1] == str(__import__("random").Random(7).random())
     assert len(set(values)) == len(values)  # still random-looking, not a constant
+
+
+PRINTS_ADDRESSES = """
+class Job:
+    pass
+
+
+class Trainer:
+    def __init__(self, cluster):
+        self.model = cluster.model
+
+    async def work(self):
+        return None
+
+    def train(self):
+        first, second = Job(), Job()
+        coroutine = self.work()
+        print(first, second, first)
+        coroutine.close()
+        raise RuntimeError(f"stuck on {coroutine!r} for {first!r}")
+"""
+
+
+def test_addresses_a_program_prints_or_raises_are_numbered_alike_in_every_process(tmp_path):
+    """`<Job object at 0x7f…>` changes from process to process (address-space
+    randomisation): in the result, each address becomes @1, @2… in order of appearance."""
+    path = tmp_path / "addresses.py"
+    path.write_text(PRINTS_ADDRESSES)
+    outputs = [run_cli("grade", "async-gradient-accumulation", str(path)).stdout
+               for _ in range(2)]
+    assert outputs[0] == outputs[1]
+    result = json.loads(outputs[0])
+    assert result["verdict"] == "runtime_error"
+    job = "<__candidate__.Job object at {}>"
+    printed = [job.format("@1"), job.format("@2"), job.format("@1")]
+    assert result["stdout"] == " ".join(printed) + "\n"
+    assert "coroutine object Trainer.work at @3> for " + job.format("@1") in result["message"]
+    assert "0x" not in outputs[0]
