@@ -182,3 +182,26 @@ def test_two_tabs_merge_indentation_is_four_spaces_and_the_error_line_is_marked(
         + '</strong></div>')""")
     expect(first.locator(".cm-line.cm-error-line")).to_have_count(1)
     expect(first.locator(".cm-line.cm-error-line")).to_contain_text("return 1")
+
+
+def test_pasted_text_the_server_cannot_store_is_shown_as_u_fffd_and_typing_goes_on(
+        browser, asgi_server, content, interviewer_login):
+    """A NUL or half of a surrogate pair (from a binary paste) would be refused by the
+    server, and everything typed after it would wait behind the refused change. The
+    editor turns each into U+FFFD before sending: the text reaches the server, and so does
+    what is typed next."""
+    session = _live_session(interviewer_login)
+    page = browser.new_context(bypass_csp=True, viewport={"width": 1440, "height": 1000}) \
+        .new_page()
+    page.goto(f"{asgi_server}/c/{session.token}/")
+    expect(page.locator(".cm-editor")).to_be_visible()
+    _wait_synced(page)
+    page.evaluate("""window.overlapEditor.dispatch({
+        changes: { from: 0, insert: "pasted = '\\u0000\\ud800\\ud83d\\ude00'\\n" },
+        userEvent: "input.paste" })""")
+    page.locator(".cm-content").click()
+    page.keyboard.press("Control+End")
+    page.keyboard.type("# typed after the paste")
+    text = _converge(session, page)
+    assert text.startswith("pasted = '\ufffd\ufffd\U0001f600'\n")  # the emoji is kept whole
+    assert text.endswith("# typed after the paste")

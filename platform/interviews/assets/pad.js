@@ -17,6 +17,24 @@ import { collab, getSyncedVersion, receiveUpdates, sendableUpdates } from "@code
 const PRESENCE_EVERY_MS = 60;
 const COLORS = 6; // .peer-0 … .peer-5 in site.css (classes, not inline styles: CSP)
 
+// ---- only text the server can store ---------------------------------------------------
+// PostgreSQL cannot store a NUL or half of a surrogate pair, and the server refuses a
+// change that holds one (it would be sent again and again, and everything typed after it
+// would wait behind it). Pasted or typed, each becomes U+FFFD here, before it is sent: one
+// UTF-16 unit for one, so every position and the selection stay where they were.
+const UNSTORABLE = /[\0\p{Cs}]/gu;
+
+const storableText = EditorState.transactionFilter.of((tr) => {
+  if (!tr.docChanged) return tr;
+  const fixes = [];
+  tr.changes.iterChanges((fromA, toA, fromB, toB, inserted) => {
+    for (const match of inserted.toString().matchAll(UNSTORABLE)) {
+      fixes.push({ from: fromB + match.index, to: fromB + match.index + match[0].length, insert: "\ufffd" });
+    }
+  });
+  return fixes.length ? [tr, { changes: fixes, sequential: true }] : tr;
+});
+
 // ---- remote cursors and selections, each with its owner's name -------------------------
 const setPeer = StateEffect.define();
 const setErrorLine = StateEffect.define();
@@ -216,6 +234,7 @@ function setup(host) {
       // CodeMirror injects its theme as a <style>: the CSP lets it in with the page's nonce.
       EditorView.cspNonce.of(document.querySelector('meta[name="csp-nonce"]')?.content || ""),
       collab({ startVersion: hello.version, clientID }),
+      storableText,
       peersField,
       errorLineField,
       editable.of([EditorState.readOnly.of(readonly), EditorView.editable.of(!readonly)]),
