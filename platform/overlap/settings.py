@@ -109,6 +109,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     # ...and staff pages need a staff group (interviewers, authors) on top.
     "accounts.access.StaffAccessMiddleware",
+    # A NUL in a form or a query: refused with a reason (PostgreSQL cannot store it).
+    "security.middleware.NulCharacterMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",

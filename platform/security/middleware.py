@@ -64,3 +64,29 @@ class NoStoreMiddleware:
         if match is not None and match.namespace in NO_STORE_NAMESPACES:
             add_never_cache_headers(response)
         return response
+
+
+class NulCharacterMiddleware:
+    """400 for a form or query holding a NUL character, which PostgreSQL cannot store or
+    compare (text fields, JSON): a clear refusal instead of a server error, wherever the
+    view reads its fields (Django's form fields refuse NUL too; views that read
+    request.POST directly, like the pad's save and the authoring pages, did not).
+
+    After the access checks: a stranger learns nothing here that a login page would not
+    tell. The pad's WebSocket checks its own messages (interviews.changesets)."""
+
+    MESSAGE = ("The form holds a NUL character (\\0), which cannot be stored; nothing was "
+               "saved. Remove it and send the form again.")
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        fields = [request.GET]
+        if request.method == "POST":
+            fields.append(request.POST)
+        for query in fields:
+            for key, values in query.lists():
+                if "\x00" in key or any("\x00" in value for value in values):
+                    return HttpResponse(self.MESSAGE, status=400, content_type="text/plain")
+        return self.get_response(request)
