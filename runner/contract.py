@@ -181,7 +181,7 @@ _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 def storable(text: str) -> str:
     """``text`` with every character a database or a page cannot hold shown as U+FFFD."""
-    return _UNSTORABLE.sub("\ufffd", text) if _UNSTORABLE.search(text) else text
+    return _UNSTORABLE.sub("\ufffd", text)
 
 
 def empty_metrics() -> dict:

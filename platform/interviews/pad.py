@@ -120,9 +120,8 @@ def pad_push(*, session_id: int, version: int, updates, author: Author,
             if not isinstance(update, dict):
                 raise PadRefused("Bad update message.")
             client_id = update.get("clientID")
-            if not isinstance(client_id, str) or not 0 < len(client_id) <= MAX_CLIENT_ID:
-                raise PadRefused("Bad update message.")
-            if UNSTORABLE.search(client_id):
+            if not isinstance(client_id, str) or not 0 < len(client_id) <= MAX_CLIENT_ID \
+                    or UNSTORABLE.search(client_id):
                 raise PadRefused("Bad update message.")
             try:
                 text = apply_changes(text, update.get("changes"))
