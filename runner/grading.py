@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from runner import host
+from runner import host, parallel
 from runner.clock import VirtualLoop, to_seconds
 from runner.contract import TRACE_LIMIT, Check, make_result
 from runner.exercise import Exercise, Scenario, load
@@ -330,10 +330,9 @@ def grade(
         if s.seeds is None or seed <= s.seeds
     ]
 
-    runs: list[Run] = []
-    failure_run: Run | None = None
-    for scenario, seed in plan:
-        run = run_program(
+    def make(index: int) -> Run:
+        scenario, seed = plan[index]
+        return run_program(
             exercise,
             source,
             scenario,
@@ -342,21 +341,39 @@ def grade(
             display=Path(code_path).name,
             cpu_s=max(1, math.ceil(watchdog_seconds)) if watchdog_seconds else host.CPU_S,
         )
-        runs.append(run)
-        if run.failure is not None:
-            failure_run = run
-            break
-    out, err = runs[0].stdout, runs[0].stderr
 
-    timed_run = runs[0]
-    if failure_run is not None:
-        return _failure_result(exercise, failure_run, base, timed_run, out, err, bound, len(runs))
-
-    check_lists = [_run_checks(exercise, run, baselines[run.scenario.name]) for run in runs]
+    local, remote = parallel.run_plan(
+        len(plan),
+        make,
+        lambda index, run: _report(exercise, baselines, index, run),
+        lambda run: run.failure is not None,
+    )
+    timed_run = local[0]
+    out, err = timed_run.stdout, timed_run.stderr
+    failures = [i for i, run in local.items() if run.failure is not None]
+    failures += [i for i, report in remote.items() if report.failure is not None]
+    if failures:
+        first = min(failures)
+        scenario, seed = plan[first]
+        if first in local:
+            failure, trace = local[first].failure, _trace_json(local[first])
+        else:
+            failure, trace = remote[first].failure, remote[first].trace
+        return _failure_result(
+            exercise, failure, scenario, seed, trace, base, out, err, bound, first + 1
+        )
+    reports = {i: _report(exercise, baselines, i, run) for i, run in local.items()}
+    reports.update(remote)
+    if sorted(reports) != list(range(len(plan))):
+        raise InternalError("a run of the grading's plan is missing")
+    crashed = [reports[i].checks_error for i in sorted(reports) if reports[i].checks_error]
+    if crashed:
+        raise InternalError(crashed[0])
+    check_lists = [reports[i].checks for i in range(len(plan))]
     advice = _advice_checks(exercise, timed_run, base, bound)
     checks = _merge([*check_lists, advice])
     speedup = base.makespan / timed_run.makespan if timed_run.makespan else float("inf")
-    metrics = _metrics(exercise, base, timed_run, bound, seed_count, len(runs))
+    metrics = _metrics(exercise, base, timed_run, bound, seed_count, len(plan))
     failed = [c for c in checks if c.failed]
     if failed:
         verdict = "wrong"
@@ -367,7 +384,7 @@ def grade(
     elif speedup < exercise.target_speedup - 1e-9:
         verdict = "too_slow"
         message = (
-            f"Correct on {len(runs)} runs, but too slow: {speedup:.2f}x faster than the "
+            f"Correct on {len(plan)} runs, but too slow: {speedup:.2f}x faster than the "
             f"baseline; the target is {exercise.target_speedup:.2f}x."
         )
         warned = [c for c in checks if c.status == "warn"]
@@ -376,7 +393,7 @@ def grade(
     else:
         verdict = "accepted"
         message = (
-            f"All {len(checks)} checks passed on {len(runs)} runs; {speedup:.2f}x faster than "
+            f"All {len(checks)} checks passed on {len(plan)} runs; {speedup:.2f}x faster than "
             f"the baseline (target {exercise.target_speedup:.2f}x, bound {bound:.2f}x)."
         )
     return make_result(
@@ -407,16 +424,28 @@ def _metrics(exercise, base: Run, run: Run | None, bound: float, seeds: int, run
     }
 
 
-def _failure_result(exercise, run: Run, base: Run, timed: Run, out, err, bound, runs) -> dict:
-    failure = run.failure
+def _report(exercise: Exercise, baselines: dict, index: int, run: Run) -> parallel.Report:
+    """What the result needs of one run: its failure and trace, or its checks."""
+    if run.failure is not None:
+        return parallel.Report(index, failure=run.failure, trace=_trace_json(run))
+    try:
+        checks = _run_checks(exercise, run, baselines[run.scenario.name])
+    except InternalError as exc:
+        return parallel.Report(index, checks_error=str(exc))
+    return parallel.Report(index, checks=checks)
+
+
+def _failure_result(
+    exercise, failure: Failure, scenario: Scenario, seed, trace, base: Run, out, err, bound, runs
+) -> dict:
     message = failure.message
-    if run.seed is not None:
+    if seed is not None:
         message += (
-            f" (This happened on shuffle seed {run.seed} of the '{run.scenario.name}' "
-            f"scenario; replay it with --seed {run.seed}.)"
+            f" (This happened on shuffle seed {seed} of the '{scenario.name}' "
+            f"scenario; replay it with --seed {seed}.)"
         )
-    elif not run.scenario.timed:
-        message += f" (In the '{run.scenario.name}' scenario.)"
+    elif not scenario.timed:
+        message += f" (In the '{scenario.name}' scenario.)"
     error = None
     if failure.verdict == "runtime_error":
         error = {"type": "exception", "line": failure.line, "traceback": failure.traceback}
@@ -425,7 +454,7 @@ def _failure_result(exercise, run: Run, base: Run, timed: Run, out, err, bound, 
         verdict=failure.verdict,
         message=message,
         metrics=_metrics(exercise, base, None, bound, 0, runs),
-        trace={"baseline": _trace_json(base), "candidate": _trace_json(run)},
+        trace={"baseline": _trace_json(base), "candidate": trace},
         stdout=out,
         stderr=err,
         error=error,

@@ -26,6 +26,7 @@ completes, and one per blocking or free call; the candidate's own timers are fre
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import functools
@@ -99,6 +100,13 @@ def fork_server() -> ForkServer:
     if _fork_server is None or not _fork_server.alive():
         _fork_server = ForkServer()
     return _fork_server
+
+
+def use_fork_server(server: forkserver.Client) -> None:
+    """Serve this process's runs from ``server`` (a helper grader's twin server,
+    runner.parallel)."""
+    global _fork_server
+    _fork_server = server
 
 
 def prestart_fork_server() -> int:
@@ -324,7 +332,7 @@ class HostRun:
         self.handles = Handles()
         self.calls: dict[int, Any] = {}  # call id -> the kit task serving it
         self.inflight: dict[int, tuple[Any, str]] = {}  # call id -> (object, method)
-        self.deliveries: list[tuple[int, Any]] = []
+        self.deliveries: list[tuple[int, bool | None, Any]] = []  # (id, ok, value)
         self.last_call_id = 0
         self.order_rng = random.Random(order_seed) if order_seed is not None else None
         self.wait_s = wait_s
@@ -436,9 +444,7 @@ class HostRun:
             except Exception as exc:  # wrong arguments: the candidate's error, at once
                 self._deliver_error(call_id, exc)
                 return
-            task = self.loop.create_task(coro)
-            self.calls[call_id] = task
-            task.add_done_callback(lambda _t, c=call_id: self.deliveries.append((c, _t)))
+            self.calls[call_id] = self.loop.create_task(self._serve_op(call_id, coro))
         elif kind == "x" and len(op) == 2:
             task = self.calls.get(op[1]) if type(op[1]) is int else None
             if task is not None and not task.done():
@@ -456,6 +462,19 @@ class HostRun:
         else:
             raise ProtocolError("an unknown operation")
 
+    async def _serve_op(self, call_id: int, coro) -> None:
+        """Run one kit operation; its outcome joins the instant's deliveries the moment
+        it ends (a done callback would cost the loop another iteration per operation)."""
+        try:
+            result = await coro
+        except asyncio.CancelledError:
+            self.deliveries.append((call_id, None, None))
+            raise
+        except BaseException as exc:  # the kit's error (a time limit, too): the candidate's
+            self.deliveries.append((call_id, False, exc))
+        else:
+            self.deliveries.append((call_id, True, result))
+
     def _stall(self, start: int, end: int, why: str, count: int) -> None:
         if end <= start:
             return
@@ -464,9 +483,7 @@ class HostRun:
         span.end = end
 
     def _deliver_error(self, call_id: int, exc: Exception) -> None:
-        future = self.loop.create_future()
-        future.set_exception(exc)
-        self.deliveries.append((call_id, future))
+        self.deliveries.append((call_id, False, exc))
 
     def _method(self, handle, name, mode: str):
         if type(handle) is not int or handle not in self.handles.objects:
@@ -603,17 +620,16 @@ class HostRun:
         if self.order_rng is not None and len(done) > 1:
             self.order_rng.shuffle(done)  # completions at one instant, in a seeded order
         answered = []
-        for call_id, task in done:
+        for call_id, ok, value in done:
             self.inflight.pop(call_id, None)
             self.calls.pop(call_id, None)
-            if task.cancelled():
+            if ok is None:  # cancelled
                 continue
-            exc = task.exception()
-            if exc is not None:
-                answered.append([call_id, False, _error_json(exc)])
+            if not ok:
+                answered.append([call_id, False, _error_json(value)])
             else:
                 try:
-                    answered.append([call_id, True, self.handles.encode(task.result())])
+                    answered.append([call_id, True, self.handles.encode(value)])
                 except TypeError as err:
                     answered.append([call_id, False, _error_json(err)])
         horizon = self.loop.next_timer_ticks()

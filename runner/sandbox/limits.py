@@ -10,7 +10,8 @@ MIB = 1024 * KIB
 class Limits:
     wall_s: float = 20.0  # grading time, from the job's start to its end
     memory_mib: int = 1024  # memory + swap of everything in the sandbox
-    cpus: float = 1.0  # CPU quota, in cores
+    # CPU quota, in cores: two let a grading make its runs on two CPUs (runner.parallel)
+    cpus: float = 2.0
     processes: int = 64  # processes and threads together
     output_kib: int = 64  # what the run may write to stderr (and what is kept of it)
     disk_mib: int = 16  # the writable /tmp; also the largest file the run may write
