@@ -25,6 +25,7 @@ import contextlib
 import json
 import math
 import os
+import signal
 import socket
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -187,6 +188,7 @@ def _first_failure(local: dict, remote: dict[int, Report], failed) -> int | None
 
 
 def _helper(twin, writer: socket.socket, cpu: int, indices, run, report, failed) -> int:
+    forkserver.prctl(forkserver.PR_SET_PDEATHSIG, signal.SIGKILL)  # dies with the grader
     host.use_fork_server(twin)
     with contextlib.suppress(OSError):
         os.sched_setaffinity(0, {cpu})

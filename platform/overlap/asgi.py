@@ -8,6 +8,8 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[2])]
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "overlap.settings")
+# The settings, loaded below, pool PostgreSQL connections in a process that imports this
+# module: every request runs in a thread of its own here (see DATABASES in the settings).
 
 from django.core.asgi import get_asgi_application  # noqa: E402
 

@@ -6,6 +6,7 @@ machine; production sets DATABASE_URL, REDIS_URL, SECRET_KEY, ALLOWED_HOSTS.
 
 import hashlib
 import os
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -152,6 +153,23 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+# The ASGI server (a process that imports overlap.asgi) pools; OVERLAP_DB_POOL=0/1 decides
+# elsewhere. Never through the environment by default: Celery's prefork processes must
+# not inherit a pool (its threads and connections) from their parent.
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool(
+    "OVERLAP_DB_POOL", "overlap.asgi" in sys.modules
+):
+    # The ASGI server runs each request's synchronous code in a thread of its own, and
+    # Django's connections belong to a thread: without a pool every request opened a new
+    # PostgreSQL connection (a server process) and left it open until it was
+    # garbage-collected. Celery's processes and manage.py keep one persistent
+    # connection each, as above.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1,
+        "max_size": env_int("OVERLAP_DB_POOL_SIZE", 8),
+        "timeout": 10,
+    }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Many writers on one machine (web threads, worker processes): WAL lets readers go on
     # while one writes, a writer waits for the lock instead of failing at once, and every
