@@ -6,7 +6,7 @@ code and runs, and the prompt text of hints the interviewer revealed. Never the 
 
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
@@ -94,8 +94,7 @@ def _run_url(token: str, run_id: int) -> str:
 
 @login_not_required
 def run_status(request, token, run_id):
-    session = selectors.session_for_candidate(token)
-    found = get_object_or_404(session.runs, pk=run_id)  # recovery is Celery beat's job
+    found = selectors.run_for_candidate(token, run_id)  # recovery is Celery beat's job
     return render(request, "runs/_run.html",
                   {"view": run_view(found), "poll_url": _run_url(token, found.pk)})
 

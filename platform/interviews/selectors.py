@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from accounts.roles import is_author
 from interviews.models import InterviewSession
+from runs.models import Run
 
 
 def sessions_visible_to(user) -> QuerySet[InterviewSession]:
@@ -33,6 +34,20 @@ def session_for_candidate(token: str) -> InterviewSession:
     if link_expired(session):
         raise Http404("This interview link has expired.")
     return session
+
+
+def run_for_candidate(token: str, run_id: int) -> Run:
+    """A run of the session behind a candidate link, for its status poll (every 500 ms
+    while it runs): one query for the run and its session, without the run's code or the
+    exercise version (its files, prompt and guide) that ``session_for_candidate`` loads."""
+    if not token or len(token) > 64:
+        raise Http404
+    run = get_object_or_404(
+        Run.objects.select_related("session").defer("code"), pk=run_id, session__token=token
+    )
+    if link_expired(run.session):
+        raise Http404("This interview link has expired.")
+    return run
 
 
 def link_expired(session: InterviewSession, now=None) -> bool:

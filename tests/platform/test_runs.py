@@ -188,6 +188,18 @@ def test_a_candidate_cannot_poll_another_sessions_run(client, live_session, inte
     assert client.get(f"/c/{live_session.token}/runs/{run.pk}/").status_code == 404
 
 
+def test_a_runs_status_shows_neither_its_code_nor_after_the_link_expired(client, live_session):
+    run = Run.objects.create(session=live_session, exercise_version=live_session.exercise_version,
+                             code="SECRET_MARKER = 1", status=Run.RUNNING)
+    url = f"/c/{live_session.token}/runs/{run.pk}/"
+    html = client.get(url).content.decode()
+    assert "run-active" in html and "SECRET_MARKER" not in html
+    live_session.ended_at = timezone.now() - timedelta(
+        hours=settings.OVERLAP_CANDIDATE_LINK_HOURS + 1)
+    live_session.save(update_fields=["ended_at"])
+    assert client.get(url).status_code == 404
+
+
 def test_gpu_runs_get_the_longer_task_limit_and_needs_gpu_is_not_a_failure(live_session):
     from runs.selectors import run_view
 
