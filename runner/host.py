@@ -49,6 +49,7 @@ from runner.sim.core import Cluster, Sim, Surface
 
 RUNNER_PARENT = Path(__file__).resolve().parent.parent
 WAIT_S = 10.0  # real seconds the grader waits for one message (a program blocked for real)
+EXIT_GRACE_S = 1.0  # real seconds a process whose channel closed has to end by itself
 CPU_S = 5  # CPU seconds one run of the candidate's process may use
 MAX_MESSAGES = 400_000  # messages in one run
 MAX_IDLE_SYNCS = 20_000  # syncs in a row at which neither the clock nor anything else moved
@@ -767,10 +768,14 @@ def _serve_run(server, host: HostRun, code, entry, limits: dict) -> Outcome:
             None,
         )
     except (EOFError, ConnectionError, TimeoutError, OSError) as exc:
+        # The channel closed: give the process a moment to end by itself (an OOM kill,
+        # its CPU limit, os._exit) before the reap kills what is left, so that a kill of
+        # ours is never read as the kernel's.
+        ended = not isinstance(exc, TimeoutError) and _ends_by_itself(pid, EXIT_GRACE_S)
         status = server.reap(pid)
         pid = None
         host.outcome.failure = _died(
-            exc, status, time.monotonic() - started, limits["cpu_s"]
+            exc, status, time.monotonic() - started, limits["cpu_s"], ended=ended
         )
     finally:
         sock.close()
@@ -812,7 +817,30 @@ def number_addresses(outcome: Outcome) -> None:
     outcome.leftover = [fix(text) for text in outcome.leftover]
 
 
-def _died(exc: BaseException, status: dict, waited: float, cpu_s: int):
+def _ends_by_itself(pid: int, within: float) -> bool:
+    """Whether the process ``pid`` (the fork server's child, not ours) ends within
+    ``within`` seconds: a zombie waiting for its reap, or gone."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                state = handle.read().rpartition(")")[2].split()[0]
+        except (OSError, IndexError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.002)
+
+
+def _died(exc: BaseException, status: dict, waited: float, cpu_s: int, *, ended: bool = True):
+    if not ended:  # still running with its channel closed: the reap killed it
+        return (
+            "runtime_error",
+            "The program closed its connection to the grader before train() returned.",
+            None,
+        )
     sig = status.get("signal")
     if sig == signal.SIGXCPU or (isinstance(exc, TimeoutError) and sig == signal.SIGKILL):
         if isinstance(exc, TimeoutError):

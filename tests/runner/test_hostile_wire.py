@@ -103,3 +103,23 @@ def test_text_a_database_cannot_store_reaches_the_result_only_as_u_fffd(write_co
     text = json.dumps(result)
     assert "\\ud8" not in text and "\\udf" not in text and "\\u0000" not in text
 
+
+
+CLOSES_AND_SPINS = '''
+class Trainer:
+    def __init__(self, cluster):
+        self.cluster = cluster
+
+    def train(self):
+        type(self.cluster.model)._overlap_runtime.channel.sock.close()
+        while True:
+            pass
+'''
+
+
+def test_a_program_that_closes_its_channel_and_goes_on_is_a_runtime_error(write_code):
+    """The grader kills it (after a moment to end by itself): that kill is ours, not the
+    kernel's OOM killer's, so the verdict is not a memory limit."""
+    result = grading.grade(GA, write_code(CLOSES_AND_SPINS), seeds=0)
+    assert result["verdict"] == "runtime_error", result["message"]
+    assert "closed its connection" in result["message"]
