@@ -126,12 +126,7 @@ class Client:
         if self.owner == os.getpid():
             return self.process.poll() is None
         # A server inherited across a fork (not our child: poll() cannot ask about it).
-        try:
-            with open(f"/proc/{self.process.pid}/stat") as handle:
-                state = handle.read().rpartition(")")[2].split()[0]
-        except (OSError, IndexError):
-            return False
-        return state not in ("Z", "X")
+        return running(self.process.pid)
 
     def close(self, timeout: float = 2.0) -> None:
         with contextlib.suppress(OSError):
@@ -141,6 +136,17 @@ class Client:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is alive: neither gone nor a zombie waiting for its parent's reap
+    (/proc: works for processes that are not our children)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            state = handle.read().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 class _Twin:

@@ -348,14 +348,12 @@ def grade(
         len(plan),
         make,
         lambda index, run: _report(exercise, baselines, index, run),
-        lambda run: run.failure is not None,
+        _failed,
     )
     timed_run = local[0]
     out, err = timed_run.stdout, timed_run.stderr
-    failures = [i for i, run in local.items() if run.failure is not None]
-    failures += [i for i, report in remote.items() if report.failure is not None]
-    if failures:
-        first = min(failures)
+    first = parallel.first_failure(local, remote, _failed)
+    if first is not None:
         scenario, seed = plan[first]
         if first in local:
             failure, trace = local[first].failure, _trace_json(local[first])
@@ -424,6 +422,10 @@ def _metrics(exercise, base: Run, run: Run | None, bound: float, seeds: int, run
         "seeds": seeds,
         "runs": runs,
     }
+
+
+def _failed(run: Run) -> bool:
+    return run.failure is not None
 
 
 def _report(exercise: Exercise, baselines: dict, index: int, run: Run) -> parallel.Report:

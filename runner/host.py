@@ -821,17 +821,11 @@ def _ends_by_itself(pid: int, within: float) -> bool:
     """Whether the process ``pid`` (the fork server's child, not ours) ends within
     ``within`` seconds: a zombie waiting for its reap, or gone."""
     deadline = time.monotonic() + within
-    while True:
-        try:
-            with open(f"/proc/{pid}/stat") as handle:
-                state = handle.read().rpartition(")")[2].split()[0]
-        except (OSError, IndexError):
-            return True
-        if state in ("Z", "X"):
-            return True
+    while forkserver.running(pid):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.002)
+    return True
 
 
 def _died(exc: BaseException, status: dict, waited: float, cpu_s: int, *, ended: bool = True):

@@ -165,7 +165,7 @@ def run_plan(
         with contextlib.suppress(Exception):
             server.ask({"op": "wait", "pid": twin.process.pid})
     if remote is None:  # the helper died without a report: make its runs here
-        stop = _first_failure(local, {}, failed)
+        stop = first_failure(local, {}, failed)
         missing = [i for i in range(1, count, 2) if stop is None or i < stop]
         local.update(_serial(missing, run, failed))
         return local, {}
@@ -181,7 +181,8 @@ def _serial(indices, run, failed) -> dict[int, Any]:
     return made
 
 
-def _first_failure(local: dict, remote: dict[int, Report], failed) -> int | None:
+def first_failure(local: dict, remote: dict[int, Report], failed) -> int | None:
+    """The first run in plan order that failed, here or in the helper (None: none)."""
     indices = [i for i, r in local.items() if failed(r)]
     indices += [i for i, r in remote.items() if r.failure is not None]
     return min(indices, default=None)
