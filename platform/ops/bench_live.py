@@ -1,7 +1,9 @@
 """Benchmark of a live interview through the real stack (web, Redis, worker, sandbox).
 
-- click-to-verdict: POST run -> the run's partial shows the verdict, polled as the page
-  does; with 1 and with N concurrent live sessions.
+- click-to-verdict: POST run -> the run's partial shows the verdict, fetched as the page
+  does: the moment the pad's socket says the run finished, and every 500 ms meanwhile
+  (the page's fallback poll); with 1 and with N concurrent live sessions. ``push=False``
+  polls every 100 ms instead, with no socket (the page without its socket, polling faster).
 - keystroke-to-interviewer-view: autosave POST -> the console's live-code panel, polled
   every second as the console does, shows the new text.
 """
@@ -76,18 +78,54 @@ class Samples:
 RUN_ID = re.compile(r'id="run-(\d+)"')
 
 
-def click_to_verdict(base: str, token: str, code: str, runs: int, samples: Samples) -> None:
+POLL_S = 0.5  # the candidate page's fallback poll (OVERLAP_RUN_POLL_MS)
+FAST_POLL_S = 0.1  # push=False: no socket, a faster poll
+
+
+def click_to_verdict(base: str, token: str, code: str, runs: int, samples: Samples,
+                     push: bool = True) -> None:
     browser = Browser(base)
     browser.get(f"/c/{token}/")
-    for i in range(runs):
+    socket = pad_socket(base, token) if push else None
+    try:
+        for i in range(runs):
+            try:
+                _one_click(browser, token, code, i, samples, socket)
+            except OSError as exc:  # an HTTP timeout under load is a result, not a crash
+                samples.errors.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        if socket is not None:
+            socket.close()
+
+
+def pad_socket(base: str, token: str):
+    """The candidate page's pad socket (the pushes a browser gets), past its hello."""
+    from websockets.sync.client import connect
+
+    socket = connect(base.replace("http", "ws", 1) + f"/ws/c/{token}/", origin=base,
+                     open_timeout=30, max_size=2**22)
+    while json.loads(socket.recv(timeout=30)).get("type") != "hello":
+        pass
+    return socket
+
+
+def _run_news(socket, run_id: str, wait_s: float) -> None:
+    """Wait up to ``wait_s`` for the socket to say the run finished (what makes the page
+    fetch it at once); return early on that news, or when the wait is over."""
+    deadline = time.perf_counter() + wait_s
+    while (left := deadline - time.perf_counter()) > 0:
         try:
-            _one_click(browser, token, code, i, samples)
-        except OSError as exc:  # an HTTP timeout under load is a result, not a crash
-            samples.errors.append(f"{type(exc).__name__}: {exc}")
+            message = json.loads(socket.recv(timeout=left))
+        except TimeoutError:
+            return
+        if (message.get("type") == "run" and str(message.get("id")) == run_id
+                and message.get("status") not in ("queued", "running")):
+            return
 
 
-def _one_click(browser: Browser, token: str, code: str, i: int, samples: Samples) -> None:
-    """POST run, then poll the run's partial until it shows the verdict."""
+def _one_click(browser: Browser, token: str, code: str, i: int, samples: Samples,
+               socket=None) -> None:
+    """POST run, then fetch the run's partial as the page does until it shows the verdict."""
     started = time.perf_counter()
     html = browser.post(f"/c/{token}/run/", {"code": f"{code}\n# run {i}\n"})
     match = RUN_ID.search(html)
@@ -97,7 +135,10 @@ def _one_click(browser: Browser, token: str, code: str, i: int, samples: Samples
         return
     run_id = match.group(1)
     while "run-active" in html:
-        time.sleep(0.1)  # the page polls faster (every 500 ms) only in real browsers
+        if socket is not None:
+            _run_news(socket, run_id, POLL_S)
+        else:
+            time.sleep(FAST_POLL_S)
         html = browser.get(f"/c/{token}/runs/{run_id}/")
         if time.perf_counter() - started > 120:
             samples.errors.append(f"run {run_id} took over 120 s")
@@ -139,10 +180,12 @@ def _one_keystroke(candidate, interviewer, token, session_pk, i, samples, poll_s
             return
 
 
-def clicks_concurrently(base: str, tokens: list[str], code: str, runs: int) -> Samples:
+def clicks_concurrently(base: str, tokens: list[str], code: str, runs: int,
+                        push: bool = True) -> Samples:
     """One thread per live session, each clicking Run `runs` times, one run at a time."""
     samples = Samples()
-    threads = [threading.Thread(target=click_to_verdict, args=(base, t, code, runs, samples))
+    threads = [threading.Thread(target=click_to_verdict,
+                                args=(base, t, code, runs, samples, push))
                for t in tokens]
     for thread in threads:
         thread.start()

@@ -134,6 +134,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "accounts.context_processors.roles",
+                "runs.context_processors.run_poll",
                 "django.template.context_processors.csp",  # csp_nonce, for the editors
             ],
             "builtins": ["content.templatetags.markdown"],
@@ -221,6 +222,9 @@ EXERCISES_DIR = Path(os.environ.get("OVERLAP_EXERCISES_DIR", ROOT / "exercises")
 # Runs: limits the web app enforces before anything reaches a sandbox.
 OVERLAP_MAX_CODE_BYTES = env_int("OVERLAP_MAX_CODE_BYTES", 64 * 1024)
 OVERLAP_RUNS_PER_MINUTE = env_int("OVERLAP_RUNS_PER_MINUTE", 10)
+# A candidate's page polls a run in progress this often (ms) as a fallback: the pad's
+# socket pushes each change of the run's status, and the page fetches it at once.
+OVERLAP_RUN_POLL_MS = env_int("OVERLAP_RUN_POLL_MS", 500)
 OVERLAP_RUN_REQUEUE_AFTER = env_int("OVERLAP_RUN_REQUEUE_AFTER", 30)  # seconds queued
 OVERLAP_RUN_MAX_ATTEMPTS = env_int("OVERLAP_RUN_MAX_ATTEMPTS", 2)
 OVERLAP_GRADE_SEEDS = env_int("OVERLAP_GRADE_SEEDS", 20)

@@ -12,6 +12,7 @@ Server → client:
   {"type": "pushed", "ok": false, "refused"?} · {"type": "refused", "message"}
   {"type": "presence", "peer", "name", "role", "anchor", "head"}
   {"type": "chat", "message"} · {"type": "state", …} · {"type": "hint", "number"}
+  {"type": "run", "id", "status"}  (a run of the session was queued, started or finished)
 
 The candidate's connection is opened with the session token; it receives only what the
 candidate may see (the shared text, names, chat, state, the number of a revealed hint).
@@ -45,6 +46,7 @@ CANDIDATE_EVENTS = {
     "readonly": (),
     "hint": ("number",),
     "revoked": (),
+    "run": ("id", "status"),  # a run's status changed: the page fetches what it may see
 }
 INTERVIEWER_EVENTS = {**CANDIDATE_EVENTS, "readonly": ("interviewer_readonly",)}
 

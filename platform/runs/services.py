@@ -1,7 +1,10 @@
 """Runs: create (validated, one in flight, rate-limited), execute (claimed once), recover
 (the shared job lifecycle: overlap/jobs.py).
 
-The Celery task only calls run_execute; everything that decides lives here.
+The Celery task only calls run_execute; everything that decides lives here. Every change
+of a run's status is pushed to its session's pad (``run`` events: the run's id and status,
+nothing else), so the browsers fetch the verdict the moment it is stored instead of at
+their next poll.
 """
 
 import contextlib
@@ -12,6 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from interviews.push import broadcast
 from overlap import jobs
 from runs.models import Run
 from runs.sandbox import SandboxFailure, grade_in_sandbox
@@ -54,7 +58,18 @@ def run_create(*, session, code: str, requested_by: str) -> Run:
             queue=queue_for(session.exercise_version),
         )
         transaction.on_commit(lambda: _enqueue_new(run))
+        broadcast(session.pk, "run", {"id": run.pk, "status": run.status})
     return run
+
+
+def announce(run_id: int) -> None:
+    """Tell the browsers on the run's session that its status changed (after the commit).
+
+    The event carries the run's id and status only: the candidate's socket hears it too,
+    and what each side may see of a run is decided by the page it then fetches."""
+    row = Run.objects.filter(pk=run_id).values("session_id", "status").first()
+    if row is not None and row["session_id"] is not None:
+        broadcast(row["session_id"], "run", {"id": run_id, "status": row["status"]})
 
 
 def task_time_limit(run: Run) -> int:
@@ -81,6 +96,7 @@ def _enqueue_new(run: Run) -> None:
             status=Run.INTERNAL_ERROR, verdict="internal_error",
             error="The broker (Redis) could not be reached; the run was never queued.",
             finished_at=timezone.now())
+        announce(run.pk)
         raise
 
 
@@ -91,6 +107,7 @@ def run_execute(*, run_id: int) -> None:
                       attempts=jobs.bump_attempts()):
         log.info("run %s: not queued any more; nothing to do", run_id)
         return
+    announce(run_id)
     run = Run.objects.select_related("exercise_version").get(pk=run_id)
     with jobs.heartbeat(Run, run_id, running_status=Run.RUNNING):
         try:
@@ -108,7 +125,7 @@ def run_execute(*, run_id: int) -> None:
 
 def _finish(run_id: int, *, status: str, result: dict | None = None, error: str = "") -> None:
     verdict = (result or {}).get("verdict", "internal_error" if status != Run.DONE else "")
-    Run.objects.filter(pk=run_id, status=Run.RUNNING).update(
+    finished = Run.objects.filter(pk=run_id, status=Run.RUNNING).update(
         status=status,
         result=result,
         verdict=verdict,
@@ -116,6 +133,8 @@ def _finish(run_id: int, *, status: str, result: dict | None = None, error: str 
         error=error,
         finished_at=timezone.now(),
     )
+    if finished:
+        announce(run_id)
 
 
 def runs_recover(*, now=None, run_ids=None) -> dict[str, int]:
@@ -139,12 +158,16 @@ def runs_recover(*, now=None, run_ids=None) -> dict[str, int]:
                 with contextlib.suppress(jobs.BrokerUnavailable):  # re-sent when lost
                     run_enqueue(run=run, now=now)
                 counts["retried"] += 1
+                announce(run.pk)
         else:
-            counts["failed"] += Run.objects.filter(pk=run.pk, status=Run.RUNNING).update(
+            failed = Run.objects.filter(pk=run.pk, status=Run.RUNNING).update(
                 status=Run.INTERNAL_ERROR,
                 verdict="internal_error",
                 error="The worker running this stopped before finishing (tried "
                       f"{run.attempts} times).",
                 finished_at=now,
             )
+            counts["failed"] += failed
+            if failed:
+                announce(run.pk)
     return counts

@@ -205,3 +205,17 @@ def test_pasted_text_the_server_cannot_store_is_shown_as_u_fffd_and_typing_goes_
     text = _converge(session, page)
     assert text.startswith("pasted = '\ufffd\ufffd\U0001f600'\n")  # the emoji is kept whole
     assert text.endswith("# typed after the paste")
+
+
+def test_a_runs_verdict_is_pushed_to_the_candidates_page_not_waited_for(
+        browser, asgi_server, worker, content, interviewer_login, log_in, settings):
+    """The pad's socket brings the news that a run finished, and the page fetches the
+    verdict at once: with the fallback poll set to ten minutes, it still shows."""
+    settings.OVERLAP_RUN_POLL_MS = 600_000
+    session = _live_session(interviewer_login)
+    interviewer, candidate = _open_pads(browser, asgi_server, session, log_in)
+    candidate.locator("#run-button").click()
+    expect(candidate.locator("#run-result .run-active")).to_be_visible(timeout=10_000)
+    too_slow = "Correct, but not fast enough"  # the starter, as it stands in the pad
+    expect(candidate.locator("#run-result .verdict")).to_have_text(too_slow, timeout=90_000)
+    expect(interviewer.locator("#runs .verdict")).to_have_text(too_slow, timeout=10_000)

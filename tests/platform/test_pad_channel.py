@@ -195,3 +195,39 @@ def test_a_revealed_hint_and_the_end_are_pushed_to_the_candidate(live_session, s
     hint, state = async_to_sync(scenario)()
     assert hint == {"type": "hint", "number": 1}
     assert state["state"] == "ended" and state["readonly"] is True
+
+
+def test_a_runs_status_changes_are_pushed_to_both_sides_and_nothing_else_of_it(
+    live_session, staff_client, monkeypatch
+):
+    """Queued, running, done: each reaches both pads as the run's id and status only
+    (never its verdict, output or code), so both pages fetch the run the moment it changes."""
+    from runner import sandbox
+    from runner.contract import make_result
+    from runs import services
+
+    result = make_result(exercise="x", verdict="wrong", message="what only the page shows")
+    monkeypatch.setattr(sandbox, "grade", lambda *args, **kwargs: result)
+
+    async def scenario():
+        cand = _candidate(live_session)
+        staff = _interviewer(live_session, staff_client)
+        for ws in (cand, staff):
+            await ws.connect()
+            await _next(ws, "hello")
+        run_in_thread = asyncio.get_running_loop().run_in_executor
+        await run_in_thread(None, lambda: staff_client.post(
+            f"/sessions/{live_session.pk}/runs/"))
+        run = await run_in_thread(None, lambda: live_session.runs.get())
+        seen = {"cand": [await _next(cand, "run")], "staff": [await _next(staff, "run")]}
+        await run_in_thread(None, lambda: services.run_execute(run_id=run.pk))
+        for name, ws in (("cand", cand), ("staff", staff)):
+            seen[name] += [await _next(ws, "run"), await _next(ws, "run")]
+            await ws.disconnect()
+        return run.pk, seen
+
+    run_id, seen = async_to_sync(scenario)()
+    expected = [{"type": "run", "id": run_id, "status": status}
+                for status in ("queued", "running", "done")]
+    assert seen["cand"] == expected
+    assert seen["staff"] == expected

@@ -294,6 +294,8 @@ function setup(host) {
         if (message.head > getSyncedVersion(view.state)) send({ type: "pull", version: getSyncedVersion(view.state) });
         push();
         presenceSoon();
+        // A run may have finished while this socket was down: let the page look again.
+        document.body.dispatchEvent(new CustomEvent("overlap-run", { detail: {} }));
         break;
       case "updates":
         receive(message.version, message.updates);
@@ -318,6 +320,8 @@ function setup(host) {
         document.dispatchEvent(new CustomEvent("overlap:state", { detail: message }));
         break;
       case "hint": document.dispatchEvent(new CustomEvent("overlap:hint", { detail: message })); break;
+      // A run's status changed: the run panels (hx-trigger "overlap-run from:body") fetch it now.
+      case "run": document.body.dispatchEvent(new CustomEvent("overlap-run", { detail: message })); break;
       case "revoked": show("This link is no longer valid; ask your interviewer for the new one.", "error"); break;
     }
     settle();

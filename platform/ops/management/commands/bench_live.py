@@ -35,8 +35,11 @@ class Command(BaseCommand):
                             help="Celery worker processes (each concurrency 2, own pool)")
         parser.add_argument("--runs", type=int, default=5, help="runs per session")
         parser.add_argument("--keystrokes", type=int, default=20)
+        parser.add_argument("--no-push", dest="push", action="store_false",
+                            help="no pad socket: poll the run every 100 ms instead")
 
-    def handle(self, *args, exercise, concurrency, workers, runs, keystrokes, **options):
+    def handle(self, *args, exercise, concurrency, workers, runs, keystrokes, push,
+               **options):
         call_command("sync_content", verbosity=0)
         user, _ = User.objects.get_or_create(username=STAFF[0])
         user.set_password(STAFF[1])
@@ -50,7 +53,7 @@ class Command(BaseCommand):
         started = timezone.now()
         for count in workers:
             samples.update(self._measure(user, target, code, concurrency, runs, count,
-                                         keystrokes if count == workers[0] else 0))
+                                         keystrokes if count == workers[0] else 0, push))
         backend = os.environ.get("OVERLAP_SANDBOX", settings.OVERLAP_SANDBOX)
         # What ran the runs, not only what was asked: "auto" takes bwrap when the docker
         # image is stale, and the figures are then another backend's.
@@ -67,7 +70,7 @@ class Command(BaseCommand):
             for error in s.errors[:3]:
                 self.stderr.write(f"{label}: {error}")
 
-    def _measure(self, user, target, code, concurrency, runs, workers, keystrokes):
+    def _measure(self, user, target, code, concurrency, runs, workers, keystrokes, push):
         port, redis_port = _free_port(), _free_port()
         stack = Stack(settings.ROOT, settings.VAR_DIR, port, redis_port,
                       log=lambda line: self.stderr.write(f"[bench] {line}"), workers=workers)
@@ -80,11 +83,12 @@ class Command(BaseCommand):
                 sessions = [self._live_session(user, target) for _ in range(n)]
                 tokens = [s.token for s in sessions]
                 # Warm-up: one run per session, not measured (first sandboxes, first imports).
-                bench_live.clicks_concurrently(base, tokens, code, 1)
+                bench_live.clicks_concurrently(base, tokens, code, 1, push)
                 started = time.perf_counter()
-                got = bench_live.clicks_concurrently(base, tokens, code, runs)
+                got = bench_live.clicks_concurrently(base, tokens, code, runs, push)
                 elapsed = time.perf_counter() - started
-                label = (f"click-to-verdict, {n} session(s), {workers} worker(s); "
+                how = "pushed" if push else "polled every 100 ms"
+                label = (f"click-to-verdict ({how}), {n} session(s), {workers} worker(s); "
                          f"{len(got.values) / elapsed * 60:.1f} verdicts/min")
                 samples[label] = got
             if keystrokes:
