@@ -58,18 +58,18 @@ def run_create(*, session, code: str, requested_by: str) -> Run:
             queue=queue_for(session.exercise_version),
         )
         transaction.on_commit(lambda: _enqueue_new(run))
-        broadcast(session.pk, "run", {"id": run.pk, "status": run.status})
+        announce(run, run.status)
     return run
 
 
-def announce(run_id: int) -> None:
-    """Tell the browsers on the run's session that its status changed (after the commit).
+def announce(run: Run, status: str) -> None:
+    """Tell the browsers on the run's session that its status is now ``status`` (after
+    the commit).
 
     The event carries the run's id and status only: the candidate's socket hears it too,
     and what each side may see of a run is decided by the page it then fetches."""
-    row = Run.objects.filter(pk=run_id).values("session_id", "status").first()
-    if row is not None and row["session_id"] is not None:
-        broadcast(row["session_id"], "run", {"id": run_id, "status": row["status"]})
+    if run.session_id is not None:
+        broadcast(run.session_id, "run", {"id": run.pk, "status": status})
 
 
 def task_time_limit(run: Run) -> int:
@@ -96,7 +96,7 @@ def _enqueue_new(run: Run) -> None:
             status=Run.INTERNAL_ERROR, verdict="internal_error",
             error="The broker (Redis) could not be reached; the run was never queued.",
             finished_at=timezone.now())
-        announce(run.pk)
+        announce(run, Run.INTERNAL_ERROR)
         raise
 
 
@@ -107,25 +107,25 @@ def run_execute(*, run_id: int) -> None:
                       attempts=jobs.bump_attempts()):
         log.info("run %s: not queued any more; nothing to do", run_id)
         return
-    announce(run_id)
     run = Run.objects.select_related("exercise_version").get(pk=run_id)
+    announce(run, Run.RUNNING)
     with jobs.heartbeat(Run, run_id, running_status=Run.RUNNING):
         try:
             result = grade_in_sandbox(version=run.exercise_version, code=run.code)
         except SandboxFailure as exc:
             log.warning("run %s: sandbox failure: %s", run_id, exc)
-            _finish(run_id, status=Run.INTERNAL_ERROR, error=str(exc))
+            _finish(run, status=Run.INTERNAL_ERROR, error=str(exc))
             return
         except Exception as exc:  # never leave a run in "running" because of our own bug
             log.exception("run %s: internal error", run_id)
-            _finish(run_id, status=Run.INTERNAL_ERROR, error=f"{type(exc).__name__}: {exc}")
+            _finish(run, status=Run.INTERNAL_ERROR, error=f"{type(exc).__name__}: {exc}")
             raise
-    _finish(run_id, status=Run.DONE, result=result)
+    _finish(run, status=Run.DONE, result=result)
 
 
-def _finish(run_id: int, *, status: str, result: dict | None = None, error: str = "") -> None:
+def _finish(run: Run, *, status: str, result: dict | None = None, error: str = "") -> None:
     verdict = (result or {}).get("verdict", "internal_error" if status != Run.DONE else "")
-    finished = Run.objects.filter(pk=run_id, status=Run.RUNNING).update(
+    finished = Run.objects.filter(pk=run.pk, status=Run.RUNNING).update(
         status=status,
         result=result,
         verdict=verdict,
@@ -134,7 +134,7 @@ def _finish(run_id: int, *, status: str, result: dict | None = None, error: str 
         finished_at=timezone.now(),
     )
     if finished:
-        announce(run_id)
+        announce(run, status)
 
 
 def runs_recover(*, now=None, run_ids=None) -> dict[str, int]:
@@ -158,7 +158,7 @@ def runs_recover(*, now=None, run_ids=None) -> dict[str, int]:
                 with contextlib.suppress(jobs.BrokerUnavailable):  # re-sent when lost
                     run_enqueue(run=run, now=now)
                 counts["retried"] += 1
-                announce(run.pk)
+                announce(run, Run.QUEUED)
         else:
             failed = Run.objects.filter(pk=run.pk, status=Run.RUNNING).update(
                 status=Run.INTERNAL_ERROR,
@@ -169,5 +169,5 @@ def runs_recover(*, now=None, run_ids=None) -> dict[str, int]:
             )
             counts["failed"] += failed
             if failed:
-                announce(run.pk)
+                announce(run, Run.INTERNAL_ERROR)
     return counts
