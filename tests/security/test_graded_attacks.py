@@ -131,7 +131,11 @@ def test_reading_the_graders_answer_key_finds_nothing(backend):
         "import os\n"
         "seen = []\n"
         "for root, dirs, files in os.walk('/'):\n"
-        "    if root.startswith(('/proc', '/sys', '/dev')):\n"
+        # /usr: the host's system files, read-only in every backend, and so many (a CI
+        # machine's apt packages) that walking them under load can outlast the grader's
+        # 10 s wait for the first message.
+        "    if root.startswith(('/proc', '/sys', '/dev', '/usr')):\n"
+        "        dirs[:] = []  # not walked at all\n"
         "        continue\n"
         "    seen += [f for f in files if f in ('solution.py', 'guide.yaml')]\n"
         "raise RuntimeError('found: %s' % sorted(set(seen)))\n"
