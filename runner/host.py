@@ -829,7 +829,8 @@ def _ends_by_itself(pid: int, within: float) -> bool:
 
 
 def _died(exc: BaseException, status: dict, waited: float, cpu_s: int, *, ended: bool = True):
-    if not ended:  # still running with its channel closed: the reap killed it
+    if not ended and not isinstance(exc, TimeoutError):
+        # still running with its channel closed: the reap killed it
         return (
             "runtime_error",
             "The program closed its connection to the grader before train() returned.",

@@ -123,3 +123,27 @@ def test_a_program_that_closes_its_channel_and_goes_on_is_a_runtime_error(write_
     result = grading.grade(GA, write_code(CLOSES_AND_SPINS), seeds=0)
     assert result["verdict"] == "runtime_error", result["message"]
     assert "closed its connection" in result["message"]
+
+
+BLOCKS_FOR_REAL = '''
+import os
+
+
+class Trainer:
+    def __init__(self, cluster):
+        self.cluster = cluster
+
+    def train(self):
+        readable, _ = os.pipe()
+        os.read(readable, 1)  # nobody ever writes: blocked in the kernel, not awaiting
+        return self.cluster.model
+'''
+
+
+def test_a_program_blocked_for_real_is_told_it_stopped_answering(write_code):
+    """Silent on an open channel for the grader's whole real-time wait: a timeout that
+    says what happened, not a closed connection (the channel never closed)."""
+    result = grading.grade(GA, write_code(BLOCKS_FOR_REAL), seeds=0)
+    assert result["verdict"] == "timeout", result["message"]
+    assert "stopped answering" in result["message"]
+
