@@ -41,7 +41,7 @@ def test_file_gets_its_expected_verdict_on_the_gpu(path, verdict, failing_checks
 
 def test_the_reference_reaches_the_target_and_stays_under_the_bound():
     metrics = graded(str(load(SLUG).solution))["metrics"]
-    assert metrics["clock"] == "cuda_events"
+    assert metrics["clock"] == "perf_counter"  # the grader's clock around each run
     assert metrics["target_speedup"] <= metrics["speedup"] <= metrics["bound_speedup"] * 1.15
 
 
