@@ -266,8 +266,8 @@ EXERCISE = Exercise(
     build=build,
     check=check,
     scenarios=[
-        Scenario("main", Config(), timed=True),
-        Scenario("no_early_stop", Config(max_epochs=3, patience=5), seeds=5),
+        Scenario("main", Config(), timed=True, seeds=2),
+        Scenario("no_early_stop", Config(max_epochs=3, patience=5, batches_per_epoch=8)),
     ],
     target_speedup=3.0,
     bound=bound,

@@ -1,7 +1,7 @@
 """Workers add to the shared buffer without the lock: concurrent adds lose gradients.
 
 expect: wrong
-failing: accumulation, early_stopping, final_weights, validation
+failing: accumulation, early_stopping, final_weights
 """
 
 import asyncio
