@@ -332,6 +332,7 @@ class HostRun:
         self.cluster = cluster
         self.handles = Handles()
         self.calls: dict[int, Any] = {}  # call id -> the kit task serving it
+        self.coros: dict[int, Any] = {}  # call id -> its kit coroutine, until it starts
         self.inflight: dict[int, tuple[Any, str]] = {}  # call id -> (object, method)
         self.deliveries: list[tuple[int, bool | None, Any]] = []  # (id, ok, value)
         self.last_call_id = 0
@@ -445,6 +446,7 @@ class HostRun:
             except Exception as exc:  # wrong arguments: the candidate's error, at once
                 self._deliver_error(call_id, exc)
                 return
+            self.coros[call_id] = coro
             self.calls[call_id] = self.loop.create_task(self._serve_op(call_id, coro))
         elif kind == "x" and len(op) == 2:
             task = self.calls.get(op[1]) if type(op[1]) is int else None
@@ -466,6 +468,7 @@ class HostRun:
     async def _serve_op(self, call_id: int, coro) -> None:
         """Run one kit operation; its outcome joins the instant's deliveries the moment
         it ends (a done callback would cost the loop another iteration per operation)."""
+        del self.coros[call_id]  # started: awaited below, whatever happens
         try:
             result = await coro
         except asyncio.CancelledError:
@@ -703,6 +706,11 @@ class HostRun:
         if pending:
             with contextlib.suppress(Exception, StuckError):
                 self._settle()
+        # Operations cancelled before their task first ran: their coroutines never
+        # started; closed here, not left to the collector's "never awaited" warning.
+        for coro in self.coros.values():
+            coro.close()
+        self.coros.clear()
 
 
 def _repr(obj) -> str:
