@@ -122,6 +122,11 @@ def run_program(
     return run
 
 
+def _takes(scenario: Scenario, seed: int | None) -> bool:
+    """Whether a grading runs ``scenario`` under ``seed`` (its own count caps it)."""
+    return seed is None or scenario.seeds is None or seed <= scenario.seeds
+
+
 def _stuck_message(outcome: host.Outcome, message: str) -> str:
     at = f"at t={to_seconds(outcome.makespan_ticks):.3f} s (simulated)"
     if outcome.stuck == "deadlock":
@@ -325,11 +330,13 @@ def grade(
     if replay_seed is not None:
         first_seed, seed_count = replay_seed, 0
     ordered = [timed] + [s for s in exercise.scenarios if not s.timed]
-    plan = [(s, first_seed) for s in ordered] + [
+    # A replayed seed runs where the grading that named it ran it; a scenario whose own
+    # count stops below it gets its plain run, as it did then.
+    plan = [(s, first_seed if _takes(s, first_seed) else None) for s in ordered] + [
         (s, seed)
         for seed in range(1, seed_count + 1)
         for s in ordered
-        if s.seeds is None or seed <= s.seeds
+        if _takes(s, seed)
     ]
 
     def make(index: int) -> Run:
