@@ -186,11 +186,12 @@ class Stack:
             time.sleep(0.3)
 
     def stop(self) -> None:
+        """Stop the children one by one, last started first: the web server and the
+        workers have ended before Redis, which they talk to while they shut down."""
+        deadline = time.monotonic() + 10
         for child in reversed(self.children):
             if child.process.poll() is None:
                 child.process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for child in reversed(self.children):
             try:
                 child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:

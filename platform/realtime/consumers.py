@@ -218,8 +218,18 @@ class PadConsumer(AsyncWebsocketConsumer):
                                             if key in data}})
 
     async def _send(self, message: dict) -> None:
-        if not getattr(self, "closed", False):
+        if getattr(self, "closed", False):
+            return
+        try:
             await self.send(text_data=json.dumps(message, separators=(",", ":")))
+        except (RuntimeError, OSError) as exc:
+            # The browser went away while a group event was on its way, before its
+            # disconnect reached us: the server refuses the send (uvicorn raises
+            # RuntimeError "after sending 'websocket.close'", or ClientDisconnected, an
+            # OSError). Nothing is lost — a reconnect says hello from its version.
+            if isinstance(exc, RuntimeError) and "websocket.close" not in str(exc):
+                raise
+            self.closed = True
 
     @database_sync_to_async
     def _since(self, version: int) -> list[dict]:

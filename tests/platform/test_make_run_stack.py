@@ -105,3 +105,45 @@ def test_bind_addresses_are_parsed():
     assert parse_bind("[::1]:8001") == ("::1", 8001)
     assert parse_bind("example.org") == ("example.org", 8000)
     assert "interviews.local" in allowed_hosts_for("interviews.local").split(",")
+
+
+TRAPS_SIGTERM = """
+import signal, sys, time
+
+name, delay, log = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+
+
+def bye(*_):
+    with open(log, "a") as f:
+        f.write(f"{name} term\\n")
+    time.sleep(delay)  # a shutdown that still talks to what it depends on
+    with open(log, "a") as f:
+        f.write(f"{name} exit\\n")
+    sys.exit(0)
+
+
+signal.signal(signal.SIGTERM, bye)
+with open(log, "a") as f:
+    f.write(f"{name} up\\n")
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_stop_ends_the_children_last_started_first_each_before_the_next(tmp_path):
+    """The web server and the worker talk to Redis while they shut down (Channels'
+    pub/sub, Celery's heartbeat): Redis, started first, gets its SIGTERM only once they
+    have exited, so their shutdown logs no connection errors."""
+    from ops.stack import Stack
+
+    log = tmp_path / "log"
+    stack = Stack(ROOT, tmp_path, 0, 0, log=lambda line: None)
+    for name, delay in (("redis", 0), ("worker", 0.3), ("web", 0.3)):
+        stack._start(name, [sys.executable, "-c", TRAPS_SIGTERM, name, str(delay), str(log)])
+    deadline = time.monotonic() + 10
+    while (not log.exists() or log.read_text().count(" up") < 3) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stack.stop()
+    events = [line for line in log.read_text().splitlines() if not line.endswith(" up")]
+    assert events == ["web term", "web exit", "worker term", "worker exit",
+                      "redis term", "redis exit"]

@@ -231,3 +231,40 @@ def test_a_runs_status_changes_are_pushed_to_both_sides_and_nothing_else_of_it(
                 for status in ("queued", "running", "done")]
     assert seen["cand"] == expected
     assert seen["staff"] == expected
+
+
+CLOSED = ("Unexpected ASGI message 'websocket.send', after sending 'websocket.close' or "
+          "response already completed.")
+
+
+def test_an_event_for_a_browser_that_just_left_is_dropped_not_raised():
+    """A group event can reach the consumer after the browser closed its socket but
+    before the disconnect does; uvicorn then refuses the send (this RuntimeError). The
+    consumer drops that event and every later one, instead of ending the connection's
+    task with an "Exception in ASGI application" traceback in the server's log. (The
+    server's send is stood in for here: the real race needs a close to land between two
+    messages of the consumer.)"""
+    from realtime.consumers import PadConsumer
+
+    sent = []
+
+    async def refused(message):
+        sent.append(message)
+        raise RuntimeError(CLOSED)
+
+    async def other_error(message):
+        raise RuntimeError("something else went wrong")
+
+    async def scenario():
+        gone = PadConsumer()
+        gone.base_send = refused
+        await gone._send({"type": "run", "id": 1, "status": "done"})
+        await gone._send({"type": "run", "id": 1, "status": "done"})
+        broken = PadConsumer()
+        broken.base_send = other_error
+        with pytest.raises(RuntimeError, match="something else"):
+            await broken._send({"type": "run", "id": 1, "status": "done"})
+        return gone
+
+    gone = async_to_sync(scenario)()
+    assert gone.closed is True and len(sent) == 1
