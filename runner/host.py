@@ -837,22 +837,21 @@ def _ends_by_itself(pid: int, within: float) -> bool:
 
 
 def _died(exc: BaseException, status: dict, waited: float, cpu_s: int, *, ended: bool = True):
-    if not ended and not isinstance(exc, TimeoutError):
-        # still running with its channel closed: the reap killed it
+    if isinstance(exc, TimeoutError):  # silent on an open channel: the reap killed it
+        return (
+            "timeout",
+            f"The program stopped answering for {WAIT_S:g} s of real time (blocked on a "
+            "real wait, or an endless loop that never awaits?).",
+            None,
+        )
+    if not ended:  # still running with its channel closed: the reap killed it
         return (
             "runtime_error",
             "The program closed its connection to the grader before train() returned.",
             None,
         )
     sig = status.get("signal")
-    if sig == signal.SIGXCPU or (isinstance(exc, TimeoutError) and sig == signal.SIGKILL):
-        if isinstance(exc, TimeoutError):
-            return (
-                "timeout",
-                f"The program stopped answering for {WAIT_S:g} s of real time (blocked on a "
-                "real wait, or an endless loop that never awaits?).",
-                None,
-            )
+    if sig == signal.SIGXCPU:
         return (
             "timeout",
             f"The program used {cpu_s} s of CPU without finishing: an endless loop that "
