@@ -375,7 +375,8 @@ def _grade(exercise, program, device, trials, watchdog_seconds) -> dict:
     harness.max_validations = 4 * len(trajectory.recorder.validations) + 8
 
     # 4. the checked run
-    amplify = _amplifier(trajectory) if cuda else None
+    per_epoch = getattr(reference, "batches_per_epoch", 1)
+    amplify = _amplifier(trajectory, per_epoch) if cuda else None
     checked = harness.new_run("checked")
     harness.run_once(program, checked, watch=True, output=True, amplify=amplify)
     out, err = checked.stdout, checked.stderr
@@ -479,15 +480,17 @@ def _grade(exercise, program, device, trials, watchdog_seconds) -> dict:
     return _verdict(exercise, checks, timing, harness, out, err, runs=runs[0], trace=trace)
 
 
-def _amplifier(trajectory: GpuRun) -> dict:
+def _amplifier(trajectory: GpuRun, batches_per_epoch: int) -> dict:
     """What the checked run's process needs to scale its race-widening sleeps to this
     GPU's speed (from the starter's trajectory run): a quarter of an optimizer step's
     share of an epoch before each step, two epochs' worth at the start of each
-    validation (runner/gpu_kit.py)."""
+    validation on a side stream, two batches' worth before each copy of a host batch or
+    each forward pass (runner/gpu_kit.py)."""
     epochs = max(1, len(trajectory.recorder.validations))
     per_epoch = (trajectory.seconds or 0.0) / epochs
     per_step = per_epoch / max(1, trajectory.recorder.steps // epochs)
-    return {"per_step": per_step, "per_epoch": per_epoch}
+    per_batch = per_epoch / max(1, batches_per_epoch)
+    return {"per_step": per_step, "per_epoch": per_epoch, "per_batch": per_batch}
 
 
 def _run_checks(exercise: GpuExercise, run: GpuRun, reference) -> list[Check]:
@@ -583,6 +586,43 @@ def _metrics(exercise: GpuExercise, harness: _Harness, timing: _Timing | None, r
     return metrics
 
 
+def copies_hidden(trace: dict | None) -> float | None:
+    """The share of a timeline's copy time that ran while another stream computed (a
+    ``train`` or ``validate`` span on another lane): how much of the copying overlap
+    really hid. None when the timeline has no copies. Read from the run's own marks
+    (CUDA events), so it illustrates; the verdict rests on the grader's clock."""
+    spans = (trace or {}).get("spans") or []
+    copies = [s for s in spans if s.get("op") == "copy"]
+    if not copies:
+        return None
+    work = [s for s in spans if s.get("op") in ("train", "validate")]
+    total = hidden = 0.0
+    for copy in copies:
+        start, end = float(copy["start"]), float(copy["end"])
+        total += max(0.0, end - start)
+        beside = sorted(
+            (max(start, float(w["start"])), min(end, float(w["end"])))
+            for w in work
+            if w.get("lane") != copy.get("lane") and float(w["start"]) < end
+            and start < float(w["end"])
+        )
+        reached = start
+        for low, high in beside:  # the union of the overlapping pieces
+            low = max(low, reached)
+            if high > low:
+                hidden += high - low
+                reached = high
+    return round(hidden / total, 4) if total > 0 else None
+
+
+def _with_copies_hidden(metrics: dict, trace: dict | None) -> dict:
+    if trace and (trace.get("baseline") or trace.get("candidate")):
+        metrics["copies_hidden"] = {
+            side: copies_hidden(trace.get(side)) for side in ("baseline", "candidate")
+        }
+    return metrics
+
+
 def _verdict(exercise, checks, timing, harness, out, err, *, runs: int, trace=None) -> dict:
     failed = [c for c in checks if c.failed]
     if failed:
@@ -616,7 +656,7 @@ def _verdict(exercise, checks, timing, harness, out, err, *, runs: int, trace=No
         verdict=verdict,
         message=message,
         checks=checks,
-        metrics=_metrics(exercise, harness, timing, runs),
+        metrics=_with_copies_hidden(_metrics(exercise, harness, timing, runs), trace),
         trace=trace,
         stdout=out,
         stderr=err,

@@ -8,19 +8,28 @@ the device). The few calls that matter for grading go through a :class:`Recorder
 - :meth:`Recorder.validate` runs a validation pass on the *current* stream, keeps a copy
   of the weights it started from (taken on that same stream, so it is exactly what the
   pass read first) and the loss it returned, so checks can ask "which epoch's weights
-  did this validation see, and did they change while it ran?".
+  did this validation see, and did they change while it ran?";
+- :func:`host_batches` wraps a job's host-memory batches so that every copy of one to
+  the device goes through the recorder (:class:`HostTensor`): marked on the timeline as
+  a ``copy`` on the stream it ran on, and delayed when races are amplified;
+- :meth:`Recorder.watch_model` marks each forward and backward pass of the job's model
+  (a ``train`` span per micro-batch on the stream it ran on).
 
 Nothing here synchronises the host with the device. Timeline marks are CUDA events
 (perf_counter values on a CPU), converted to seconds only after the run, once the whole
 device has been synchronised.
 
-**Race amplification** (CUDA only, the checked run only): before every optimizer step and
-at the start of every validation pass the recorder can put a ``torch.cuda._sleep`` on
-the current stream. A correct program waits for what it depends on, so the sleeps only
-cost it time; a program that reads a snapshot before it is written (no ``wait_stream``),
-reads live weights, or lets memory be reused while a side stream still reads it (no
-``record_stream``) then reads the wrong values every time instead of once in a while.
-This is the GPU counterpart of the simulated engine's seeded shuffles.
+**Race amplification** (CUDA only, the checked run only): the recorder puts a
+``torch.cuda._sleep`` on the current stream before every optimizer step, at the start of
+every validation pass that runs on a side stream, and, alternating by epoch, before every
+copy of a host batch (even epochs: a reader that does not wait for the copy reads memory
+the copy has not written yet) or before every forward pass (odd epochs: a copy that
+reuses memory the compute stream still has to read overwrites it first). A correct
+program waits for what it depends on, so the sleeps only cost it time; a program that
+reads data before it has landed (no ``wait_stream``/``wait_event``), reads live weights,
+or lets memory be reused while another stream still reads it (no ``record_stream``) then
+reads the wrong values every time instead of once in a while. This is the GPU
+counterpart of the simulated engine's seeded shuffles.
 """
 
 from __future__ import annotations
@@ -41,6 +50,8 @@ class Amplifier:
 
     step_cycles: int
     validate_cycles: int
+    copy_cycles: int = 0  # before each copy of a host batch, in even epochs
+    compute_cycles: int = 0  # before each forward pass, in odd epochs
 
     def sleep(self, cycles: int) -> None:
         if cycles > 0:
@@ -71,6 +82,7 @@ class Validation:
     start: Any = None  # marks, when traced
     end: Any = None
     compute: Callable[[list[torch.Tensor]], torch.Tensor] | None = None  # to recompute it
+    recompute: Callable[[list[torch.Tensor]], torch.Tensor] | None = None  # on trusted data
 
 
 @dataclass
@@ -98,6 +110,8 @@ class Recorder:
     _lanes: dict[int, str] = field(default_factory=dict)
     _window: Any = None
     _end: Any = None
+    _batches: int = 0
+    copies: int = 0
 
     def __post_init__(self) -> None:
         self.device = torch.device(self.device)
@@ -138,11 +152,41 @@ class Recorder:
 
     # -- what the job calls -----------------------------------------------------------
 
+    def watch_model(self, model: torch.nn.Module) -> None:
+        """Mark every micro-batch's forward and backward pass of ``model``: a forward
+        pre-hook opens the span (and, amplified in odd epochs, sleeps first), the
+        gradient of the first parameter, the last one backward computes, closes it."""
+        model.register_forward_pre_hook(self.forward_hook)
+        first = next(model.parameters(), None)
+        if first is not None and first.requires_grad:
+            first.register_post_accumulate_grad_hook(self.backward_done)
+
     def forward_hook(self, module, args) -> None:
-        """A forward pre-hook on the model: the first forward after a step opens the
-        accumulation window drawn on the timeline."""
-        if self.traced and self._window is None:
+        amplifier = self.amplifier
+        if amplifier is not None and len(self.validations) % 2 == 1:
+            amplifier.sleep(amplifier.compute_cycles)
+        if self.traced:
             self._window = (self.lane(), self._mark())
+
+    def backward_done(self, parameter) -> None:
+        self._batches += 1
+        if self.traced and self._window is not None:
+            lane, start = self._window
+            label = f"{self._batches}"
+            self.spans.append(_Span(lane, "train", start, self._mark(), label))
+            self._window = None
+
+    def before_copy(self) -> Any:
+        """Before a host batch is copied to the device on the current stream."""
+        amplifier = self.amplifier
+        if amplifier is not None and len(self.validations) % 2 == 0:
+            amplifier.sleep(amplifier.copy_cycles)
+        return self._mark() if self.traced else None
+
+    def after_copy(self, start: Any) -> None:
+        self.copies += 1
+        if self.traced and start is not None:
+            self.spans.append(_Span(self.lane(), "copy", start, self._mark(), f"{self.copies}"))
 
     def before_step(self) -> None:
         if self.amplifier is not None:
@@ -150,24 +194,26 @@ class Recorder:
 
     def after_step(self) -> None:
         self.steps += 1
-        if self.traced:
-            lane, start = self._window or (self.lane(), self._mark())
-            self.spans.append(_Span(lane, "train", start, self._mark(), f"step {self.steps}"))
-            self._window = None
 
     def validate(
-        self, weights: list[torch.Tensor], compute: Callable[[list[torch.Tensor]], torch.Tensor]
+        self,
+        weights: list[torch.Tensor],
+        compute: Callable[[list[torch.Tensor]], torch.Tensor],
+        recompute: Callable[[list[torch.Tensor]], torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """Run ``compute(weights)`` on the current stream and record it."""
+        """Run ``compute(weights)`` on the current stream and record it; ``recompute``
+        (default ``compute``) recomputes its loss after the run from the weights it
+        read, on data the candidate's copies did not make."""
         lane = self.lane()
         start = self._mark() if self.traced else None
         with torch.no_grad():
             seen = [w.detach().clone() for w in weights]
-            if self.amplifier is not None:
+            if self.amplifier is not None and lane != TRAINING_LANE:
                 self.amplifier.sleep(self.amplifier.validate_cycles)
             loss = compute(list(weights))
         end = self._mark() if self.traced else None
-        self.validations.append(Validation(seen, loss, lane, start, end, compute))
+        record = Validation(seen, loss, lane, start, end, compute, recompute or compute)
+        self.validations.append(record)
         if self.traced:
             number = len(self.validations)
             self.spans.append(_Span(lane, "validate", start, end, f"validation {number}"))
@@ -205,6 +251,82 @@ class Recorder:
             "truncated": max(0, len(self.spans) - limit),
             "spans": spans,
         }
+
+
+# -- host batches -----------------------------------------------------------------------
+
+_VIEWS = frozenset(
+    name
+    for name in (
+        "__getitem__", "narrow", "view", "reshape", "split", "chunk", "unbind", "flatten",
+        "contiguous", "detach", "pin_memory", "t", "transpose", "view_as", "reshape_as",
+        "tensor_split", "unflatten", "squeeze", "unsqueeze", "expand", "select",
+    )
+)  # fmt: skip
+
+
+class HostTensor(torch.Tensor):
+    """A view of a job's batch in host memory. Copying it to the device (``.to``,
+    ``.cuda``, ``copy_``, ``torch.as_tensor``...) goes through the run's recorder: a
+    ``copy`` span on the stream it ran on, and the amplifier's sleep before it. Views of
+    it (slices, reshapes) stay host tensors; anything else it computes is a plain tensor,
+    so nothing else in a run pays for the wrapper."""
+
+    recorder: Recorder | None = None  # the run's (one run per process)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        recorder = HostTensor.recorder
+        transfer = recorder is not None and _targets_cuda(func, args, kwargs)
+        start = recorder.before_copy() if transfer else None
+        with torch._C.DisableTorchFunctionSubclass():
+            result = func(*args, **kwargs)
+        if transfer:
+            recorder.after_copy(start)
+        keep = getattr(func, "__name__", "") in _VIEWS
+        return _wrapped(result, keep)
+
+
+def _wrapped(value, keep: bool):
+    if isinstance(value, torch.Tensor):
+        if keep and value.device.type == "cpu":
+            return value.as_subclass(HostTensor) if type(value) is not HostTensor else value
+        return value.as_subclass(torch.Tensor) if type(value) is not torch.Tensor else value
+    if isinstance(value, tuple | list):
+        return type(value)(_wrapped(v, keep) for v in value)
+    return value
+
+
+def _is_cuda(value) -> bool:
+    if isinstance(value, torch.device):
+        return value.type == "cuda"
+    if isinstance(value, str):
+        return value.startswith("cuda")
+    if isinstance(value, torch.Tensor):
+        return value.is_cuda
+    return isinstance(value, int) and not isinstance(value, bool)  # a device index
+
+
+def _targets_cuda(func, args, kwargs) -> bool:
+    """Whether this call copies a host tensor to a CUDA device (decided before it runs,
+    so the amplifier's sleep goes first on its stream)."""
+    name = getattr(func, "__name__", "")
+    if name == "cuda":
+        return True
+    if name == "copy_":
+        return bool(args) and isinstance(args[0], torch.Tensor) and args[0].is_cuda
+    if name in ("to", "type"):
+        return any(_is_cuda(a) for a in args[1:]) or _is_cuda(kwargs.get("device"))
+    if name in ("as_tensor", "asarray", "tensor"):
+        return _is_cuda(kwargs.get("device"))
+    return False
+
+
+def host_batches(batches, recorder: Recorder) -> list[tuple[torch.Tensor, ...]]:
+    """A job's host batches as :class:`HostTensor` views, copies watched by ``recorder``."""
+    HostTensor.recorder = recorder
+    return [tuple(t.as_subclass(HostTensor) for t in batch) for batch in batches]
 
 
 class CountingSGD(torch.optim.SGD):
@@ -313,3 +435,4 @@ def cpu_stream_stand_ins() -> None:
     torch.cuda.current_stream = lambda device=None: default
     torch.cuda.stream = lambda stream: contextlib.nullcontext()
     torch.Tensor.record_stream = lambda self, stream: None
+    torch.cuda.synchronize = lambda device=None: None

@@ -217,9 +217,12 @@ class Session:
         amplify = spec.get("amplify")
         if amplify and self.cuda:
             rate = sleep_cycles_per_second(self.device)
+            per_batch = amplify.get("per_batch", 0.0)
             recorder.amplifier = Amplifier(
                 step_cycles=int(rate * amplify["per_step"] / 4),
                 validate_cycles=int(rate * 2 * amplify["per_epoch"]),
+                copy_cycles=int(rate * 2 * per_batch),
+                compute_cycles=int(rate * 2 * per_batch),
             )
         keep_output = bool(spec.get("output"))
         out, err = (BoundedText(), BoundedText()) if keep_output else (NullText(), NullText())
@@ -246,7 +249,7 @@ class Session:
         validations = []
         for record in recorder.validations:
             with torch.no_grad():
-                recomputed = float(record.compute(record.weights))
+                recomputed = float((record.recompute or record.compute)(record.weights))
             picked = sample_positions(record.weights)
             validations.append(
                 {

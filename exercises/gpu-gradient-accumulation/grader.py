@@ -1,22 +1,34 @@
-"""Grader: gradient accumulation on a real GPU, validation overlapped on its own stream.
+"""Grader: gradient accumulation fed from host memory, copies overlapped with compute.
+
+The training and validation data live in pinned host memory, as a data set too large for
+the GPU does; every micro-batch has to be copied to the device before it is trained on.
+On a GPU the copy engines move data while the SMs compute, so the overlap that pays is a
+copy on a side stream under the current batch's compute.
 
 Checks (on the checked run, with races amplified, and again on every timed run):
-- validation     every validation pass read one epoch's complete end-of-epoch weights
-                 (a later epoch than the pass before it), and they did not change while
-                 it ran (its loss equals a recomputation on the weights it started
-                 from); epochs 0..S were all validated
+- validation     every validation pass read one epoch's end-of-epoch weights as the
+                 sequential run has them (a later epoch than the pass before it), and
+                 the loss it returned equals a recomputation on those weights over the
+                 real validation data (so every validation batch it was given had fully
+                 arrived and was not overwritten); epochs 0..S were all validated
 - losses         the losses train() returns equal the sequential run's, epoch by epoch
 - stop_epoch     training stops after the sequential run's epoch S
 - final_weights  the returned weights equal the sequential run's at epoch S
 - wasted_work    every optimizer step of epochs 0..S happened, and at most one more
-                 epoch was trained (the one that overlapped the last validation)
+                 epoch was trained
 (+ host_syncs, plausible and timing_spread from runner/gpu_grading.py)
 
-When `validation` fails, the checks built on its results (losses, stop_epoch,
-final_weights, wasted_work) are skipped: decisions taken on wrong losses say nothing
-more, and a race then gives the same failing checks every time.
+A micro-batch read before its copy had landed, or whose device memory a later copy
+reused while training still read it, changes that step's gradients: the next validation
+then reads weights that are no epoch's end, and `validation` fails. When it fails, the
+checks built on its results (losses, stop_epoch, final_weights, wasted_work) are skipped.
 
-Tolerances: weights within 1e-4 (absolute; they are of order 0.05 and one epoch moves
+Races are amplified on the checked run (runner/gpu_kit.py): in even epochs every copy of
+a job's host batch waits on its stream before it starts (an unordered reader runs ahead
+of the data), in odd epochs every forward pass waits on its stream (a copy that reuses
+memory still being read overwrites it first).
+
+Tolerances: weights within 1e-4 (absolute; they are of order 0.1 and one epoch moves
 them by more than 3e-3), losses within 1e-4 relative, a validation's loss within 1e-5
 relative of its recomputation. The reference refuses to grade (the device is unfit) when
 two epochs' weights are closer than 10x the weight tolerance or an early-stopping
@@ -32,7 +44,7 @@ import torch
 import torch.nn.functional as F
 
 from runner.exercise import GpuExercise
-from runner.gpu_kit import CountingSGD, max_difference
+from runner.gpu_kit import CountingSGD, host_batches, max_difference
 from runner.result import Check
 
 WEIGHT_ATOL = 1e-4
@@ -44,20 +56,22 @@ DECISION_MARGIN = 1e-3  # relative distance of every loss from its early-stop th
 
 @dataclass(frozen=True)
 class Config:
-    """The candidate sees it as ``job.config``."""
+    """The candidate sees it as ``job.config``. The sizes make one micro-batch's copy
+    from pinned host memory take about as long as its forward and backward pass on an
+    H100 (float32, TF32 off): see runner/README.md, "Measured on a real GPU"."""
 
-    inputs: int = 512
-    hidden: int = 2048
+    inputs: int = 2048
+    hidden: int = 768
     outputs: int = 16
-    micro_batch: int = 1024  # rows per micro-batch
+    micro_batch: int = 4096  # rows per micro-batch
     micro_batches: int = 8  # per epoch
     accumulation_steps: int = 2  # micro-batches per optimizer step
-    val_rows: int = 4096
-    val_batch: int = 64  # small batches: validation is latency-bound, training is not
+    val_rows: int = 8192
+    val_batch: int = 4096
     max_epochs: int = 16
     patience: int = 2
     min_delta: float = 0.002
-    lr: float = 0.05
+    lr: float = 0.12
     momentum: float = 0.9
     shift: float = 0.5  # validation targets: shift x the training teacher
 
@@ -65,16 +79,30 @@ class Config:
     def steps_per_epoch(self) -> int:
         return self.micro_batches // self.accumulation_steps
 
+    @property
+    def validation_batches(self) -> int:
+        return self.val_rows // self.val_batch
 
-CPU_CONFIG = Config(inputs=16, hidden=32, outputs=4, micro_batch=16, val_rows=256, val_batch=16)
+
+CPU_CONFIG = Config(
+    inputs=16, hidden=32, outputs=4, micro_batch=16, val_rows=256, val_batch=16, lr=0.05
+)
 
 
 # -- the job --------------------------------------------------------------------------
 
 
+def _mlp(weights: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    w1, b1, w2, b2, w3, b3 = weights
+    h = torch.relu(torch.addmm(b1, x, w1.t()))
+    h = torch.relu(torch.addmm(b2, h, w2.t()))
+    return torch.addmm(b3, h, w3.t())
+
+
 class Data:
     """Synthetic regression data, made from fixed seeds on the CPU (identical on every
-    device) and moved to the device once per grading."""
+    device) and kept in host memory, pinned on a CUDA machine (so a copy with
+    ``non_blocking=True`` can run beside compute). Made once per run process."""
 
     def __init__(self, config: Config, device: torch.device) -> None:
         g = torch.Generator().manual_seed(1234)
@@ -87,28 +115,34 @@ class Data:
         # learns, then rises once the model overshoots, so early stopping fires.
         xv = torch.randn(config.val_rows, d, generator=g)
         yv = config.shift * (xv @ teacher)
-        x, y, xv, yv = (t.to(device) for t in (x, y, xv, yv))
+        if device.type == "cuda":
+            x, y, xv, yv = (t.pin_memory() for t in (x, y, xv, yv))
         b, vb = config.micro_batch, config.val_batch
+        self.device = device
         self.train = [(x[i : i + b], y[i : i + b]) for i in range(0, rows, b)]
         self.val = [(xv[i : i + vb], yv[i : i + vb]) for i in range(0, config.val_rows, vb)]
         self.val_elements = config.val_rows * o
+        self._val_on_device = None
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
             initial = make_model(config)
         self.initial = [p.detach().to(device) for p in initial.parameters()]
 
-    def validation_loss(self, weights: list[torch.Tensor]) -> torch.Tensor:
-        """Mean squared error of the MLP with these weights over the validation set, on
-        the current stream, without synchronising."""
-        w1, b1, w2, b2, w3, b3 = weights
+    def loss_over(self, weights: list[torch.Tensor], batches) -> torch.Tensor:
+        """Mean squared error of the MLP with these weights over ``batches`` (device
+        tensors), on the current stream, without synchronising."""
         total = None
-        for x, y in self.val:
-            h = torch.relu(torch.addmm(b1, x, w1.t()))
-            h = torch.relu(torch.addmm(b2, h, w2.t()))
-            out = torch.addmm(b3, h, w3.t())
-            part = F.mse_loss(out, y, reduction="sum")
+        for x, y in batches:
+            part = F.mse_loss(_mlp(weights, x), y, reduction="sum")
             total = part if total is None else total + part
         return total / self.val_elements
+
+    def recompute(self, weights: list[torch.Tensor]) -> torch.Tensor:
+        """The validation loss of ``weights`` over the real validation data (after the
+        run: whatever the candidate's batches held)."""
+        if self._val_on_device is None:
+            self._val_on_device = [(x.to(self.device), y.to(self.device)) for x, y in self.val]
+        return self.loss_over(weights, self._val_on_device)
 
 
 def make_model(config: Config, device=None) -> torch.nn.Sequential:
@@ -131,21 +165,64 @@ class Job:
         with torch.no_grad():
             for parameter, value in zip(self.model.parameters(), data.initial, strict=True):
                 parameter.copy_(value)
-        self.model.register_forward_pre_hook(recorder.forward_hook)
+        recorder.watch_model(self.model)
         self.optimizer = CountingSGD(
             self.model.parameters(), recorder=recorder, lr=config.lr, momentum=config.momentum
         )
         self._data = data
         self._recorder = recorder
+        self._train = host_batches(data.train, recorder)
+        self._val = host_batches(data.val, recorder)
 
     def batches(self, epoch: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        return list(self._data.train)
+        return list(self._train)
+
+    def validation_batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        return list(self._val)
 
     def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return F.mse_loss(outputs, targets)
 
-    def validate(self, weights) -> torch.Tensor:
-        return self._recorder.validate(list(weights), self._data.validation_loss)
+    def validate(self, batches) -> torch.Tensor:
+        batches = _device_batches(batches, self._data, self.device)
+        weights = [p.detach() for p in self.model.parameters()]
+        return self._recorder.validate(
+            weights,
+            lambda w: self._data.loss_over(w, batches),
+            recompute=self._data.recompute,
+        )
+
+
+def _device_batches(batches, data: Data, device: torch.device) -> list:
+    """The validation batches ``job.validate`` was given, checked against the real ones
+    (count, shapes, device) so a mistake gets a message instead of a wrong loss."""
+    expected = len(data.val)
+    try:
+        batches = [(x, y) for x, y in batches]
+    except (TypeError, ValueError):
+        raise TypeError(
+            "job.validate(batches) takes the validation batches as a list of (inputs, "
+            "targets) pairs of tensors on the device"
+        ) from None
+    if len(batches) != expected:
+        raise ValueError(
+            f"job.validate got {len(batches)} batches; it needs all {expected} of "
+            "job.validation_batches(), copied to the device, in order"
+        )
+    for (x, y), (hx, hy) in zip(batches, data.val, strict=True):
+        if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor):
+            raise TypeError("job.validate(batches): every batch is a pair of tensors")
+        if x.shape != hx.shape or y.shape != hy.shape:
+            raise ValueError(
+                f"job.validate got a batch of shapes {tuple(x.shape)}, {tuple(y.shape)}; "
+                f"the validation batches are {tuple(hx.shape)}, {tuple(hy.shape)}"
+            )
+        if x.device != device or y.device != device:
+            raise ValueError(
+                f"job.validate got a batch on {x.device}: copy the validation batches to "
+                f"{device} first"
+            )
+    return batches
 
 
 _data: dict[tuple, Data] = {}
@@ -173,6 +250,7 @@ class Reference:
     stop_epoch: int
     weights: list[torch.Tensor]
     steps_per_epoch: int
+    batches_per_epoch: int  # copies of an epoch: training and validation batches
 
 
 def early_stop_epoch(losses: list[float], config: Config) -> tuple[int, float]:
@@ -206,7 +284,10 @@ def reference(trajectory, run) -> Reference:
         gap = max_difference(weights[epoch], weights[epoch - 1])
         if gap < SEPARATION:
             raise ValueError(f"epochs {epoch - 1} and {epoch} differ by only {gap:.2g}")
-    return Reference(weights, losses, stop, list(returned["weights"]), config.steps_per_epoch)
+    per_epoch = config.micro_batches + config.validation_batches
+    return Reference(
+        weights, losses, stop, list(returned["weights"]), config.steps_per_epoch, per_epoch
+    )
 
 
 # -- checks -------------------------------------------------------------------------------
@@ -256,19 +337,21 @@ def _validation_problem(run, ref: Reference) -> tuple[str | None, int]:
         epoch, gap = _nearest_epoch(record.weights, ref.epoch_weights, number - 1)
         if gap > WEIGHT_ATOL:
             return (
-                f"Validation pass {number} read weights that are no epoch's end (they differ "
-                f"by {gap:.2g} from the nearest, epoch {epoch}): it read the snapshot before "
-                "it was complete, or read weights training was still changing. Take the "
-                "snapshot on the training stream, then make the validation stream "
-                "`wait_stream` for it before reading.",
+                f"Validation pass {number} read weights that are no epoch's end of the "
+                f"sequential run (they differ by {gap:.2g} from the nearest, epoch {epoch}): "
+                "training went wrong before it. Usually a micro-batch was trained on before "
+                "its copy to the device had finished (the compute stream must `wait_stream` "
+                "or `wait_event` for the copy stream), or its device memory was reused by a "
+                "later copy while training still read it (`record_stream` on the compute "
+                "stream, or keep it referenced); or the pass ran before the epoch's last "
+                "optimizer step.",
                 len(seen),
             )
         if seen and epoch <= max(seen):
             return (
                 f"Validation pass {number} read the weights of epoch {epoch}, which an earlier "
-                "pass had already validated: it read a stale snapshot (memory that still held "
-                "an older copy). Make the validation stream `wait_stream` for the training "
-                "stream after taking the snapshot.",
+                "pass had already validated: it ran before that epoch's training, or on a "
+                "stream that had not waited for it.",
                 len(seen),
             )
         got = float(record.loss)
@@ -276,9 +359,11 @@ def _validation_problem(run, ref: Reference) -> tuple[str | None, int]:
         if not _close(got, want, RECOMPUTE_RTOL):
             return (
                 f"Validation pass {number} (epoch {epoch}) returned loss {got:.6g}, but the "
-                f"weights it started from give {want:.6g}: they changed while it ran. Validate "
-                "a snapshot nothing writes to, and keep its memory from being reused until "
-                "the validation stream is done with it (`record_stream`).",
+                f"weights it read give {want:.6g} on the real validation data: the batches "
+                "it was given were not what the host holds. A validation batch was read "
+                "before its copy had landed (wait for the copy stream), or its memory was "
+                "overwritten while the pass read it (`record_stream`), or the weights "
+                "changed while it ran.",
                 len(seen),
             )
         seen.add(epoch)
@@ -302,8 +387,8 @@ def check(run, ref: Reference) -> list[Check]:
         Check.verdict(
             "validation",
             problem is None,
-            f"Every validation pass read a complete end-of-epoch snapshot that stayed "
-            f"unchanged while it ran ({validated} epochs validated).",
+            f"Every validation pass read the sequential run's end-of-epoch weights and "
+            f"every validation batch as the host holds it ({validated} epochs validated).",
             problem or "",
         )
     )
@@ -328,7 +413,7 @@ def check(run, ref: Reference) -> list[Check]:
                 problem = (
                     f"The loss returned for epoch {epoch} is {a:.6g}; the sequential run's is "
                     f"{b:.6g}. Read a loss only once the validation stream has produced it "
-                    "(after its CUDA event)."
+                    "(after its CUDA event, or once its copy to pinned memory has landed)."
                 )
         checks.append(
             Check.verdict(
@@ -389,9 +474,9 @@ def check(run, ref: Reference) -> list[Check]:
 # -- timing -----------------------------------------------------------------------------
 
 
-def _train_epoch(job: Job) -> None:
+def _train_epoch(job: Job, batches) -> None:
     steps = job.config.accumulation_steps
-    for i, (x, y) in enumerate(job.batches(0)):
+    for i, (x, y) in enumerate(batches):
         (job.loss(job.model(x), y) / steps).backward()
         if (i + 1) % steps == 0:
             job.optimizer.step()
@@ -399,17 +484,35 @@ def _train_epoch(job: Job) -> None:
 
 
 def components(job: Job) -> dict:
-    """One training epoch and one validation pass, each timed alone by the harness."""
-    return {
-        "train_epoch": lambda: _train_epoch(job),
-        "validate": lambda: job.validate([p.detach() for p in job.model.parameters()]),
-    }
+    """The two resources of an epoch, each timed alone: the copy engine (every training
+    and validation batch of one epoch copied to the device, back to back) and the SMs
+    (one epoch's training and its validation on batches already there)."""
+    data, device = job._data, job.device
+    on_device = [(x.to(device), y.to(device)) for x, y in data.train]  # made untimed
+    val_on_device = [(x.to(device), y.to(device)) for x, y in data.val]
+    host = [*data.train, *data.val]
+
+    def copy_epoch() -> None:
+        for x, y in host:
+            x.to(device, non_blocking=True)
+            y.to(device, non_blocking=True)
+
+    def compute_epoch() -> None:
+        _train_epoch(job, on_device)
+        with torch.no_grad():
+            job.validate(val_on_device)
+
+    return {"copy_epoch": copy_epoch, "compute_epoch": compute_epoch}
 
 
 def best_time(ref: Reference, seconds: dict[str, float]) -> float:
-    """Epochs 0..S train one after another; the validation of epoch S can only start
-    after it: no correct program can be faster, however well it overlaps."""
-    return (ref.stop_epoch + 1) * seconds["train_epoch"] + seconds["validate"]
+    """Epochs 0..S each need their copies (on the copy engine) and their compute (on the
+    SMs): at best the larger of the two runs back to back, with the smaller one hidden
+    under it, except one batch's worth (the first batch's copy cannot overlap anything).
+    No correct program can be faster, however well it overlaps."""
+    copy, compute = seconds["copy_epoch"], seconds["compute_epoch"]
+    per_epoch = ref.batches_per_epoch
+    return (ref.stop_epoch + 1) * max(copy, compute) + min(copy, compute) / per_epoch
 
 
 def work(run) -> dict[str, int]:
@@ -431,7 +534,8 @@ EXERCISE = GpuExercise(
     cpu_config=CPU_CONFIG,
     target_overlap=0.5,
     bound_note=(
-        "(S+1) training epochs back to back, then one validation: the epochs and the "
-        "validation pass each timed alone by the harness"
+        "the copies or the compute of epochs 0..S, whichever takes longer, back to back, "
+        "plus one batch: one epoch's copies and one epoch's compute each timed alone by "
+        "the harness"
     ),
 )

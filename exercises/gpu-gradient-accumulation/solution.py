@@ -1,19 +1,21 @@
-"""Reference solution: validation on a snapshot, on its own CUDA stream, overlapped.
+"""Reference solution: every copy on a copy stream, one batch ahead of the compute.
 
-- At the end of an epoch the training stream copies the weights into a snapshot.
-- The validation stream first waits for the training stream (``wait_stream``), so it
-  reads the snapshot only once the copy has run; every snapshot tensor is then marked
-  as in use by the validation stream (``record_stream``), so when the host drops it the
-  allocator does not hand its memory to training while validation still reads it.
-- The early-stopping rule runs on the device, on the validation stream: the best loss
-  and the count of epochs without improvement are tensors created on that stream. The
-  loss and the stop flag are copied into pinned host memory with ``non_blocking=True``
-  and a CUDA event marks when they have arrived.
-- The host never waits for the training stream. After queueing epoch e's training it
-  waits for the event of epoch e-1's validation, which ran on the GPU alongside epoch
-  e's training: training is at most one epoch ahead of validation and stops as soon as
-  the flag says so (epoch e is then the one wasted epoch).
+- A second CUDA stream does nothing but copy. Each host batch is queued there with
+  ``non_blocking=True`` (the data is in pinned memory, so the copy engine moves it while
+  the SMs compute), and a CUDA event marks when it has landed.
+- Before the compute stream touches a batch it waits for that event (``wait_event``),
+  and it marks the batch's memory as in use by itself (``record_stream``): when Python
+  drops the batch, the allocator does not hand the memory to a later copy until the
+  compute stream's work on it is done.
+- The batches flow as one sequence, training then validation, epoch after epoch: while
+  batch i trains, batch i+1 is copied; the validation batches are copied under the
+  epoch's last training steps, and the next epoch's first batch under validation.
+- The host never waits for a copy. At the end of an epoch it waits only for the
+  validation loss (copied into pinned memory behind a CUDA event), after queueing the
+  next batch's copy, so the copy engine is busy while Python decides whether to go on.
 """
+
+import math
 
 import torch
 
@@ -22,70 +24,72 @@ class Trainer:
     def __init__(self, job):
         self.job = job
         self.config = job.config
+        self.device = job.device
         self.model = job.model
         self.optimizer = job.optimizer
-        self.device = job.device
-        self.train_stream = torch.cuda.current_stream(self.device)
-        self.val_stream = torch.cuda.Stream(self.device)
-        with torch.cuda.stream(self.val_stream):
-            # Made on the validation stream: only that stream ever uses or frees them.
-            self.best = torch.full((), float("inf"), device=self.device)
-            self.bad = torch.zeros((), dtype=torch.int64, device=self.device)
-        self.snapshots = {}
-        self.pending = {}  # epoch -> (event, pinned [loss, stop])
-        self.losses = {}
+        self.compute = torch.cuda.current_stream(self.device)
+        self.copier = torch.cuda.Stream(self.device)
 
-    def train_epoch(self, epoch):
-        steps = self.config.accumulation_steps
-        for i, (inputs, targets) in enumerate(self.job.batches(epoch)):
-            loss = self.job.loss(self.model(inputs), targets) / steps
-            loss.backward()
-            if (i + 1) % steps == 0:
-                self.optimizer.step()
-                self.optimizer.zero_grad()
+    def stage(self, batch):
+        """Queue one host batch's copy on the copy stream."""
+        with torch.cuda.stream(self.copier):
+            tensors = [t.to(self.device, non_blocking=True) for t in batch]
+            landed = torch.cuda.Event()
+            landed.record(self.copier)
+        return tensors, landed
 
-    def snapshot(self):
-        return [p.detach().clone() for p in self.model.parameters()]
+    def take(self, staged):
+        """A staged batch, safe to use on the compute stream."""
+        tensors, landed = staged
+        self.compute.wait_event(landed)
+        for tensor in tensors:
+            tensor.record_stream(self.compute)
+        return tensors
 
-    def launch_validation(self, epoch, snapshot):
-        self.val_stream.wait_stream(self.train_stream)  # the snapshot copy has run
-        report = torch.empty(2, dtype=torch.float64, pin_memory=self.device.type == "cuda")
-        with torch.cuda.stream(self.val_stream), torch.no_grad():
-            loss = self.job.validate(snapshot)
-            improved = loss < self.best - self.config.min_delta
-            self.best = torch.where(improved, loss, self.best)
-            self.bad = torch.where(improved, torch.zeros_like(self.bad), self.bad + 1)
-            stop = self.bad >= self.config.patience
-            report.copy_(torch.stack([loss.double(), stop.double()]), non_blocking=True)
-            done = torch.cuda.Event()
-            done.record(self.val_stream)
-        for tensor in snapshot:
-            tensor.record_stream(self.val_stream)
-        self.pending[epoch] = (done, report)
-
-    def finish_validation(self, epoch):
-        """Wait for one validation (already overlapped with training); True to stop."""
-        done, report = self.pending.pop(epoch)
-        done.synchronize()
-        loss, stop = report.tolist()
-        self.losses[epoch] = loss
-        return stop > 0
+    def plan(self):
+        """Every batch in the order it is used: (epoch, kind, index, host batch)."""
+        for epoch in range(self.config.max_epochs):
+            for i, batch in enumerate(self.job.batches(epoch)):
+                yield epoch, "train", i, batch
+            for i, batch in enumerate(self.job.validation_batches()):
+                yield epoch, "val", i, batch
 
     def train(self):
-        last = self.config.max_epochs - 1
-        stop_epoch = last
-        for epoch in range(self.config.max_epochs):
-            self.train_epoch(epoch)
-            self.snapshots[epoch] = self.snapshot()
-            self.snapshots.pop(epoch - 2, None)  # record_stream keeps this safe
-            if epoch > 0 and self.finish_validation(epoch - 1):
-                stop_epoch = epoch - 1
+        steps = self.config.accumulation_steps
+        best_loss, bad, losses = math.inf, 0, []
+        snapshot, validation = None, []
+        loss_host = torch.empty((), pin_memory=self.device.type == "cuda")
+        plan = self.plan()
+        upcoming = next(plan)
+        staged = self.stage(upcoming[3])
+        last_val = len(self.job.validation_batches()) - 1
+        while upcoming is not None:
+            epoch, kind, i, _ = upcoming
+            upcoming = next(plan, None)
+            current, staged = staged, (self.stage(upcoming[3]) if upcoming else None)
+            inputs, targets = self.take(current)
+            if kind == "train":
+                loss = self.job.loss(self.model(inputs), targets) / steps
+                loss.backward()
+                if (i + 1) % steps == 0:
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+                continue
+            validation.append((inputs, targets))
+            if i < last_val:
+                continue
+            snapshot = [p.detach().clone() for p in self.model.parameters()]
+            with torch.no_grad():
+                loss_host.copy_(self.job.validate(validation), non_blocking=True)
+            validation = []
+            done = torch.cuda.Event()
+            done.record(self.compute)
+            done.synchronize()  # the next batch is already being copied
+            losses.append(float(loss_host))
+            if losses[-1] < best_loss - self.config.min_delta:
+                best_loss, bad = losses[-1], 0
+            else:
+                bad += 1
+            if bad >= self.config.patience:
                 break
-            self.launch_validation(epoch, self.snapshots[epoch])
-        else:
-            self.finish_validation(last)
-        return {
-            "stop_epoch": stop_epoch,
-            "weights": self.snapshots[stop_epoch],
-            "losses": [self.losses[e] for e in range(stop_epoch + 1)],
-        }
+        return {"stop_epoch": epoch, "weights": snapshot, "losses": losses}

@@ -36,6 +36,7 @@ def test_there_is_a_cheat_of_each_kind():
         "cheat_patch_grader",
         "cheat_malformed_report",
         "cheat_reference_weights",
+        "cheat_patch_timers",
     }
 
 
@@ -43,6 +44,12 @@ def test_there_is_a_cheat_of_each_kind():
 def test_a_cheat_gets_its_declared_verdict_and_is_never_accepted(example):
     result = grade(example.path)
     validate_result(result)
+    if example.verdict == "too_slow":
+        # A cheat on the timing itself (patched clocks): a CPU's timings say nothing about
+        # overlap, so here only its correctness is decided; test_gpu_on_device.py checks
+        # that the device's clock gives it too_slow.
+        assert failing(result) == [] and result["verdict"] in ("too_slow", "accepted")
+        return
     assert result["verdict"] != "accepted"
     assert (result["verdict"], tuple(failing(result))) == (example.verdict, example.failing), (
         result["message"]

@@ -61,7 +61,7 @@ def test_validate_json_marks_every_file_skipped():
     assert done.returncode == 0
     rows = json.loads(done.stdout)[SLUG]
     files = {row["file"] for row in rows}
-    assert {"solution.py", "starter.py", "examples/live_weights.py"} <= files
+    assert {"solution.py", "starter.py", "examples/no_record_stream.py"} <= files
     assert all(row["skipped"] and row["ok"] and row["verdict"] == "needs_gpu" for row in rows)
 
 

@@ -1,9 +1,10 @@
 """Verdicts from the GPU timing, through the whole grading path on a CPU.
 
-The device clock is replaced by a scripted one, so the numbers are exact: one training
-epoch takes 1.0 s, one validation 0.5 s, the starter 10.5 s. With the CPU sizes the
-sequential run stops after epoch 6, so no program can beat 7 x 1.0 + 0.5 = 7.5 s: the
-bound is 10.5 / 7.5 = 1.4x and the target (half the hideable time) 1.1667x.
+The device clock is replaced by a scripted one, so the numbers are exact: one epoch's
+copies take 0.48 s, its compute 1.0 s, the starter 10.5 s. With the CPU sizes the
+sequential run stops after epoch 6 and an epoch has 24 batches (8 training, 16
+validation), so no program can beat 7 x max(0.48, 1.0) + 0.48 / 24 = 7.02 s: the bound
+is 10.5 / 7.02 = 1.4957x and the target (half the hideable time) 1.1986x.
 """
 
 import pytest
@@ -38,7 +39,10 @@ def scripted_clock(candidate_seconds):
 
 def scripted_components(harness):
     # timed alone in a (trusted) run process by its device clock; scripted here
-    return {"train_epoch": gpu_timing.Spread.of([1.0]), "validate": gpu_timing.Spread.of([0.5])}
+    return {
+        "copy_epoch": gpu_timing.Spread.of([0.48]),
+        "compute_epoch": gpu_timing.Spread.of([1.0]),
+    }
 
 
 def graded(monkeypatch, candidate_seconds):
@@ -56,28 +60,28 @@ def test_hiding_most_of_the_validation_time_is_accepted(monkeypatch):
     result = graded(monkeypatch, 8.0)
     metrics = result["metrics"]
     assert result["verdict"] == "accepted", result["message"]
-    assert metrics["bound_speedup"] == pytest.approx(1.4)
-    assert metrics["target_speedup"] == pytest.approx(1.1667, abs=1e-4)
+    assert metrics["bound_speedup"] == pytest.approx(10.5 / 7.02, abs=1e-4)
+    assert metrics["target_speedup"] == pytest.approx(1.1986, abs=1e-4)
     assert metrics["speedup"] == pytest.approx(10.5 / 8.0, abs=1e-4)
-    assert metrics["overlap"] == pytest.approx(0.8333, abs=1e-4)
-    assert metrics["best_time"] == pytest.approx(7.5)
+    assert metrics["overlap"] == pytest.approx(0.7184, abs=1e-4)
+    assert metrics["best_time"] == pytest.approx(7.02)
     assert metrics["baseline_times"] == [10.5] * 3 and metrics["candidate_times"] == [8.0] * 3
 
 
 def test_hiding_too_little_is_too_slow_with_the_target_in_the_message(monkeypatch):
     result = graded(monkeypatch, 10.0)
     assert result["verdict"] == "too_slow"
-    assert "1.05x faster" in result["message"] and "1.17x" in result["message"]
+    assert "1.05x faster" in result["message"] and "1.20x" in result["message"]
 
 
 def test_faster_than_the_bound_is_implausible(monkeypatch):
     result = graded(monkeypatch, 5.0)
     assert result["verdict"] == "wrong"
     assert check(result, "plausible")["status"] == "fail"
-    assert "above the best possible 1.40x" in check(result, "plausible")["message"]
+    assert "above the best possible 1.50x" in check(result, "plausible")["message"]
 
 
 def test_within_the_noise_margin_above_the_bound_is_still_plausible(monkeypatch):
-    result = graded(monkeypatch, 7.2)  # 1.46x: above 1.4x, below 1.4 x 1.15
+    result = graded(monkeypatch, 6.8)  # 1.54x: above 1.50x, below 1.50 x 1.15
     assert check(result, "plausible")["status"] == "pass"
     assert result["verdict"] == "accepted"

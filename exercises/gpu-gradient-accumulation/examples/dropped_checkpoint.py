@@ -1,7 +1,10 @@
-"""Frees old snapshots too eagerly and then cannot return the stopping epoch's weights.
+"""Decides one epoch late (the next epoch trains while a validation is read) but keeps
+only the newest snapshot, so it cannot return the stopping epoch's weights.
 
 expect: runtime_error
 """
+
+import math
 
 import torch
 
@@ -10,64 +13,44 @@ class Trainer:
     def __init__(self, job):
         self.job = job
         self.config = job.config
+        self.device = job.device
         self.model = job.model
         self.optimizer = job.optimizer
-        self.device = job.device
-        self.train_stream = torch.cuda.current_stream(self.device)
-        self.val_stream = torch.cuda.Stream(self.device)
-        with torch.cuda.stream(self.val_stream):
-            self.best = torch.full((), float("inf"), device=self.device)
-            self.bad = torch.zeros((), dtype=torch.int64, device=self.device)
+        self.compute = torch.cuda.current_stream(self.device)
+        self.copier = torch.cuda.Stream(self.device)
         self.snapshots = {}
-        self.pending = {}
-        self.losses = {}
 
-    def train_epoch(self, epoch):
-        steps = self.config.accumulation_steps
-        for i, (inputs, targets) in enumerate(self.job.batches(epoch)):
-            (self.job.loss(self.model(inputs), targets) / steps).backward()
-            if (i + 1) % steps == 0:
-                self.optimizer.step()
-                self.optimizer.zero_grad()
-
-    def launch_validation(self, epoch, snapshot):
-        self.val_stream.wait_stream(self.train_stream)
-        report = torch.empty(2, dtype=torch.float64, pin_memory=self.device.type == "cuda")
-        with torch.cuda.stream(self.val_stream), torch.no_grad():
-            loss = self.job.validate(snapshot)
-            improved = loss < self.best - self.config.min_delta
-            self.best = torch.where(improved, loss, self.best)
-            self.bad = torch.where(improved, torch.zeros_like(self.bad), self.bad + 1)
-            stop = self.bad >= self.config.patience
-            report.copy_(torch.stack([loss.double(), stop.double()]), non_blocking=True)
-            done = torch.cuda.Event()
-            done.record(self.val_stream)
-        for tensor in snapshot:
-            tensor.record_stream(self.val_stream)
-        self.pending[epoch] = (done, report)
-
-    def finish_validation(self, epoch):
-        done, report = self.pending.pop(epoch)
-        done.synchronize()
-        loss, stop = report.tolist()
-        self.losses[epoch] = loss
-        return stop > 0
+    def to_device(self, batch):
+        with torch.cuda.stream(self.copier):
+            tensors = [t.to(self.device, non_blocking=True) for t in batch]
+        self.compute.wait_stream(self.copier)
+        for tensor in tensors:
+            tensor.record_stream(self.compute)
+        return tensors
 
     def train(self):
-        last = self.config.max_epochs - 1
-        stop_epoch = last
+        steps = self.config.accumulation_steps
+        best, bad, losses, pending = math.inf, 0, [], None
         for epoch in range(self.config.max_epochs):
-            self.train_epoch(epoch)
-            self.snapshots[epoch] = [p.detach().clone() for p in self.model.parameters()]
-            self.snapshots.pop(epoch - 1, None)  # one too many: epoch - 1 may still win
-            if epoch > 0 and self.finish_validation(epoch - 1):
-                stop_epoch = epoch - 1
-                break
-            self.launch_validation(epoch, self.snapshots[epoch])
-        else:
-            self.finish_validation(last)
-        return {
-            "stop_epoch": stop_epoch,
-            "weights": self.snapshots[stop_epoch],
-            "losses": [self.losses[e] for e in range(stop_epoch + 1)],
-        }
+            for i, batch in enumerate(self.job.batches(epoch)):
+                inputs, targets = self.to_device(batch)
+                (self.job.loss(self.model(inputs), targets) / steps).backward()
+                if (i + 1) % steps == 0:
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+            self.snapshots = {epoch: [p.detach().clone() for p in self.model.parameters()]}
+            if pending is not None:
+                losses.append(pending.item())
+                if losses[-1] < best - self.config.min_delta:
+                    best, bad = losses[-1], 0
+                else:
+                    bad += 1
+                if bad >= self.config.patience:
+                    stop = epoch - 1
+                    return {"stop_epoch": stop, "weights": self.snapshots[stop], "losses": losses}
+            val = [self.to_device(batch) for batch in self.job.validation_batches()]
+            with torch.no_grad():
+                pending = self.job.validate(val)
+        losses.append(pending.item())
+        stop = self.config.max_epochs - 1
+        return {"stop_epoch": stop, "weights": self.snapshots[stop], "losses": losses}

@@ -1,8 +1,11 @@
-"""Validates a temporary snapshot and drops it without record_stream: its memory is reused.
+"""Waits for each copy, but drops each batch without record_stream: a later copy reuses
+its memory while the compute stream still has to read it.
 
 expect: wrong
 failing: validation
 """
+
+import math
 
 import torch
 
@@ -11,64 +14,43 @@ class Trainer:
     def __init__(self, job):
         self.job = job
         self.config = job.config
+        self.device = job.device
         self.model = job.model
         self.optimizer = job.optimizer
-        self.device = job.device
-        self.train_stream = torch.cuda.current_stream(self.device)
-        self.val_stream = torch.cuda.Stream(self.device)
-        with torch.cuda.stream(self.val_stream):
-            self.best = torch.full((), float("inf"), device=self.device)
-            self.bad = torch.zeros((), dtype=torch.int64, device=self.device)
-        self.checkpoints = {}
-        self.pending = {}
-        self.losses = {}
+        self.compute = torch.cuda.current_stream(self.device)
+        self.copier = torch.cuda.Stream(self.device)
 
-    def train_epoch(self, epoch):
-        steps = self.config.accumulation_steps
-        for i, (inputs, targets) in enumerate(self.job.batches(epoch)):
-            (self.job.loss(self.model(inputs), targets) / steps).backward()
-            if (i + 1) % steps == 0:
-                self.optimizer.step()
-                self.optimizer.zero_grad()
-
-    def launch_validation(self, epoch):
-        snapshot = [p.detach().clone() for p in self.model.parameters()]
-        self.val_stream.wait_stream(self.train_stream)
-        report = torch.empty(2, dtype=torch.float64, pin_memory=self.device.type == "cuda")
-        with torch.cuda.stream(self.val_stream), torch.no_grad():
-            loss = self.job.validate(snapshot)
-            improved = loss < self.best - self.config.min_delta
-            self.best = torch.where(improved, loss, self.best)
-            self.bad = torch.where(improved, torch.zeros_like(self.bad), self.bad + 1)
-            stop = self.bad >= self.config.patience
-            report.copy_(torch.stack([loss.double(), stop.double()]), non_blocking=True)
-            done = torch.cuda.Event()
-            done.record(self.val_stream)
-        self.pending[epoch] = (done, report)
-        # Returning drops `snapshot`: the allocator hands its memory to the training
-        # stream's next allocations while validation may still be reading it.
-
-    def finish_validation(self, epoch):
-        done, report = self.pending.pop(epoch)
-        done.synchronize()
-        loss, stop = report.tolist()
-        self.losses[epoch] = loss
-        return stop > 0
+    def stage(self, batch):
+        with torch.cuda.stream(self.copier):
+            return [t.to(self.device, non_blocking=True) for t in batch]
 
     def train(self):
-        last = self.config.max_epochs - 1
-        stop_epoch = last
+        steps = self.config.accumulation_steps
+        best, bad, losses = math.inf, 0, []
         for epoch in range(self.config.max_epochs):
-            self.train_epoch(epoch)
-            self.checkpoints[epoch] = [p.detach().clone() for p in self.model.parameters()]
-            if epoch > 0 and self.finish_validation(epoch - 1):
-                stop_epoch = epoch - 1
+            host = self.job.batches(epoch)
+            staged = self.stage(host[0])
+            for i in range(len(host)):
+                self.compute.wait_stream(self.copier)
+                inputs, targets = staged  # allocated by the copy stream, no record_stream
+                staged = self.stage(host[i + 1]) if i + 1 < len(host) else None
+                (self.job.loss(self.model(inputs), targets) / steps).backward()
+                if (i + 1) % steps == 0:
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+            val = [self.stage(b) for b in self.job.validation_batches()]
+            self.compute.wait_stream(self.copier)
+            snapshot = [p.detach().clone() for p in self.model.parameters()]
+            with torch.no_grad():
+                loss = self.job.validate(val)
+            done = torch.cuda.Event()
+            done.record()
+            done.synchronize()
+            losses.append(float(loss.cpu()))
+            if losses[-1] < best - self.config.min_delta:
+                best, bad = losses[-1], 0
+            else:
+                bad += 1
+            if bad >= self.config.patience:
                 break
-            self.launch_validation(epoch)
-        else:
-            self.finish_validation(last)
-        return {
-            "stop_epoch": stop_epoch,
-            "weights": self.checkpoints[stop_epoch],
-            "losses": [self.losses[e] for e in range(stop_epoch + 1)],
-        }
+        return {"stop_epoch": epoch, "weights": snapshot, "losses": losses}

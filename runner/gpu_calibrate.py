@@ -1,0 +1,200 @@
+"""Calibrating a GPU exercise on the device that will grade it.
+
+    python -m runner.gpu_calibrate probe [--exercise SLUG] [--hidden 512,768,1024]
+    python -m runner.gpu_calibrate repeat [--exercise SLUG] --results DIR [--times 4]
+    python -m runner.gpu_calibrate table --results DIR
+
+``probe`` prints what the device is (name, driver, CUDA, torch) and what the exercise's
+overlap rests on, measured in this process with the exercise's own code (no candidate
+code runs): the copy bandwidth from pinned host memory, the float32 matrix rate, and
+for each hidden size one epoch's copies and one epoch's compute, each alone and both at
+once on two streams (the overlap the device really gives), with the bound they imply.
+
+``repeat`` grades the reference solution ``--times`` more times and writes each result
+into DIR; ``table`` reads every result in DIR (``tests/runner/test_gpu_on_device.py``
+writes one per file it grades when ``OVERLAP_GPU_RESULTS`` names DIR) and prints the
+calibration table: verdict, median speedup with quartiles and extremes, bound, target,
+overlap and the wall time of each grading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+SLUG = "gpu-gradient-accumulation"
+
+
+def _median_seconds(fn, repeats: int = 5) -> float:
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    values = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        values.append(time.perf_counter() - start)
+    return statistics.median(values)
+
+
+def probe(slug: str, hiddens: list[int]) -> dict:
+    import torch
+
+    from runner.exercise import load
+    from runner.gpu_kit import Recorder
+
+    if not torch.cuda.is_available():
+        print("no CUDA device: nothing to probe")
+        return {}
+    device = torch.device("cuda", 0)
+    torch.cuda.set_device(device)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    props = torch.cuda.get_device_properties(device)
+    facts = {
+        "device": props.name,
+        "sms": props.multi_processor_count,
+        "memory_gib": round(props.total_memory / 2**30, 1),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "driver": _driver(),
+    }
+    size = 64 << 20
+    host = torch.empty(size // 4, pin_memory=True)
+    dev = torch.empty(size // 4, device=device)
+    h2d = _median_seconds(lambda: dev.copy_(host, non_blocking=True), 10)
+    d2h = _median_seconds(lambda: host.copy_(dev, non_blocking=True), 10)
+    facts["h2d_gb_s"] = round(size / h2d / 1e9, 1)
+    facts["d2h_gb_s"] = round(size / d2h / 1e9, 1)
+    a = torch.randn(4096, 4096, device=device)
+    b = torch.randn(4096, 4096, device=device)
+    gemm = _median_seconds(lambda: a @ b, 10)
+    facts["fp32_tflop_s"] = round(2 * 4096**3 / gemm / 1e12, 1)
+    print(json.dumps(facts))
+
+    exercise = load(slug)
+    rows = []
+    for hidden in hiddens:
+        config = replace(exercise.config, hidden=hidden)
+        job = exercise.build(device, config, Recorder(device))
+        parts = exercise.components(job)
+        copy, compute = parts["copy_epoch"], parts["compute_epoch"]
+        copy_s = _median_seconds(copy)
+        compute_s = _median_seconds(compute)
+        side = torch.cuda.Stream(device)
+
+        def both(copy=copy, compute=compute, side=side):
+            with torch.cuda.stream(side):
+                copy()
+            compute()
+
+        both_s = _median_seconds(both)
+        serial = copy_s + compute_s
+        row = {
+            "hidden": hidden,
+            "copy_epoch_ms": round(copy_s * 1e3, 3),
+            "compute_epoch_ms": round(compute_s * 1e3, 3),
+            "both_at_once_ms": round(both_s * 1e3, 3),
+            "hidden_share": round((serial - both_s) / min(copy_s, compute_s), 3),
+            "bound": round(serial / max(copy_s, compute_s), 3),
+        }
+        rows.append(row)
+        print(json.dumps(row))
+        del job, parts
+        torch.cuda.empty_cache()
+    return {"facts": facts, "sizes": rows}
+
+
+def _driver() -> str | None:
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        return done.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def repeat(slug: str, results: Path, times: int) -> None:
+    from runner import tracks
+    from runner.exercise import load
+
+    results.mkdir(parents=True, exist_ok=True)
+    solution = str(load(slug).solution)
+    for number in range(2, times + 2):
+        began = time.perf_counter()
+        result = tracks.grade(slug, solution)
+        result["wall_s"] = round(time.perf_counter() - began, 1)
+        (results / f"solution-{number}.json").write_text(json.dumps(result))
+        metrics = result["metrics"]
+        print(f"solution #{number}: {result['verdict']} {metrics.get('speedup')}x", flush=True)
+
+
+def _fmt(value, digits=2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def table(results: Path) -> str:
+    lines = [
+        "| file | verdict | speedup median | IQR | min-max | bound | target | overlap | "
+        "baseline s | candidate s | grading s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    solution_speedups = []
+    for path in sorted(results.glob("*.json")):
+        result = json.loads(path.read_text())
+        m = result.get("metrics") or {}
+        spread = m.get("speedup_spread") or {}
+        if path.stem.startswith("solution") and m.get("speedup") is not None:
+            solution_speedups.append(m["speedup"])
+        lines.append(
+            f"| {path.stem} | {result['verdict']} | {_fmt(m.get('speedup'))} | "
+            f"{_fmt(spread.get('q1'))}-{_fmt(spread.get('q3'))} | "
+            f"{_fmt(spread.get('min'))}-{_fmt(spread.get('max'))} | "
+            f"{_fmt(m.get('bound_speedup'))} | {_fmt(m.get('target_speedup'))} | "
+            f"{_fmt(m.get('overlap'))} | {_fmt(m.get('baseline_time'), 4)} | "
+            f"{_fmt(m.get('candidate_time'), 4)} | {_fmt(result.get('wall_s'), 1)} |"
+        )
+    if solution_speedups:
+        s = sorted(solution_speedups)
+        q = statistics.quantiles(s, n=4, method="inclusive") if len(s) > 1 else [s[0]] * 3
+        lines.append("")
+        lines.append(
+            f"reference over {len(s)} gradings: median {q[1]:.3f}x, IQR {q[0]:.3f}-{q[2]:.3f}x, "
+            f"min {s[0]:.3f}x, max {s[-1]:.3f}x"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m runner.gpu_calibrate")
+    parser.add_argument("command", choices=["probe", "repeat", "table"])
+    parser.add_argument("--exercise", default=SLUG)
+    parser.add_argument("--hidden", default="512,768,1024")
+    parser.add_argument("--results", type=Path)
+    parser.add_argument("--times", type=int, default=4)
+    args = parser.parse_args(argv)
+    if args.command == "probe":
+        probe(args.exercise, [int(h) for h in args.hidden.split(",")])
+    elif args.command == "repeat":
+        repeat(args.exercise, args.results, args.times)
+    else:
+        print(table(args.results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
