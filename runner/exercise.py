@@ -106,6 +106,10 @@ class GpuExercise:
     best_time(reference, seconds) -> float      the shortest time any correct program can
                                                 take, from the components' median times
     work(run) -> {name: count}                  work done through the harness
+    prepare(device_type) -> None                optional: host-side work every run on a
+                                                "cuda" or "cpu" device shares (data made
+                                                on the CPU), done once in the fork server,
+                                                before any run, on one thread
     """
 
     build: Callable
@@ -123,7 +127,8 @@ class GpuExercise:
     bound_note: str = ""
     trials: int = 7
     warmups: int = 1
-    component_trials: int = 5
+    component_trials: int = 9
+    prepare: Callable | None = None
     entry_class: str = "Trainer"
     entry_method: str = "train"
     time_limit_factor: float = 20.0  # a run may take this many times the reference's time

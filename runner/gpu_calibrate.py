@@ -1,17 +1,19 @@
 """Calibrating a GPU exercise on the device that will grade it.
 
-    python -m runner.gpu_calibrate probe [--exercise SLUG] [--hidden 512,768,1024]
-    python -m runner.gpu_calibrate repeat [--exercise SLUG] --results DIR [--times 4]
+    python -m runner.gpu_calibrate probe [--exercise SLUG] [--sizes "hidden=512;hidden=768"]
+    python -m runner.gpu_calibrate repeat [--exercise SLUG] --results DIR [--times 4] [--others]
     python -m runner.gpu_calibrate table --results DIR
 
 ``probe`` prints what the device is (name, driver, CUDA, torch) and what the exercise's
 overlap rests on, measured in this process with the exercise's own code (no candidate
 code runs): the copy bandwidth from pinned host memory, the float32 matrix rate, and
 for each hidden size one epoch's copies and one epoch's compute, each alone and both at
-once on two streams (the overlap the device really gives), with the bound they imply.
+once on two streams (the overlap the device really gives), with the bound they imply,
+and the exercise's starter and reference solution run in this process, alternately, for
+four epochs each (early stopping off): the speedup the redesign can expect there.
 
-``repeat`` grades the reference solution ``--times`` more times and writes each result
-into DIR; ``table`` reads every result in DIR (``tests/runner/test_gpu_on_device.py``
+``repeat`` grades the reference solution ``--times`` more times (``--others``: the starter
+and every example) and writes each result into DIR; ``table`` reads every result in DIR (``tests/runner/test_gpu_on_device.py``
 writes one per file it grades when ``OVERLAP_GPU_RESULTS`` names DIR) and prints the
 calibration table: verdict, median speedup with quartiles and extremes, bound, target,
 overlap and the wall time of each grading.
@@ -45,7 +47,38 @@ def _median_seconds(fn, repeats: int = 5) -> float:
     return statistics.median(values)
 
 
-def probe(slug: str, hiddens: list[int]) -> dict:
+def _programs(exercise, device, config, rounds: int = 3) -> dict:
+    """Starter and solution timed alternately in this process (both are the exercise's
+    own files), four epochs each with early stopping off."""
+    import torch
+
+    from runner.gpu_kit import Recorder
+
+    config = replace(exercise.no_early_stop(config), max_epochs=4)
+    classes = {}
+    for name, path in (("starter", exercise.starter), ("solution", exercise.solution)):
+        namespace = {"__name__": f"probe_{name}"}
+        exec(compile(path.read_text(), str(path), "exec"), namespace)
+        classes[name] = namespace[exercise.entry_class]
+    times = {name: [] for name in classes}
+    for _ in range(rounds + 1):  # the first round warms up
+        for name, cls in classes.items():
+            job = exercise.build(device, config, Recorder(device))
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            getattr(cls(job), exercise.entry_method)()
+            torch.cuda.synchronize()
+            times[name].append(time.perf_counter() - start)
+    starter = statistics.median(times["starter"][1:])
+    solution = statistics.median(times["solution"][1:])
+    return {
+        "starter_4_epochs_ms": round(starter * 1e3, 2),
+        "solution_4_epochs_ms": round(solution * 1e3, 2),
+        "speedup": round(starter / solution, 3),
+    }
+
+
+def probe(slug: str, sizes: list[dict]) -> dict:
     import torch
 
     from runner.exercise import load
@@ -82,8 +115,8 @@ def probe(slug: str, hiddens: list[int]) -> dict:
 
     exercise = load(slug)
     rows = []
-    for hidden in hiddens:
-        config = replace(exercise.config, hidden=hidden)
+    for size in sizes:
+        config = replace(exercise.config, **size)
         job = exercise.build(device, config, Recorder(device))
         parts = exercise.components(job)
         copy, compute = parts["copy_epoch"], parts["compute_epoch"]
@@ -99,15 +132,16 @@ def probe(slug: str, hiddens: list[int]) -> dict:
         both_s = _median_seconds(both)
         serial = copy_s + compute_s
         row = {
-            "hidden": hidden,
+            **size,
             "copy_epoch_ms": round(copy_s * 1e3, 3),
             "compute_epoch_ms": round(compute_s * 1e3, 3),
             "both_at_once_ms": round(both_s * 1e3, 3),
             "hidden_share": round((serial - both_s) / min(copy_s, compute_s), 3),
             "bound": round(serial / max(copy_s, compute_s), 3),
         }
+        row.update(_programs(exercise, device, config))
         rows.append(row)
-        print(json.dumps(row))
+        print(json.dumps(row), flush=True)
         del job, parts
         torch.cuda.empty_cache()
     return {"facts": facts, "sizes": rows}
@@ -128,19 +162,26 @@ def _driver() -> str | None:
         return None
 
 
-def repeat(slug: str, results: Path, times: int) -> None:
+def repeat(slug: str, results: Path, times: int, others: bool = False) -> None:
+    """Grade the reference ``times`` more times (or, with ``others``, the starter and
+    every example once more each, ``times`` rounds), one result file per grading."""
     from runner import tracks
     from runner.exercise import load
 
+    exercise = load(slug)
     results.mkdir(parents=True, exist_ok=True)
-    solution = str(load(slug).solution)
+    if others:
+        files = [exercise.starter, *(e.path for e in exercise.examples())]
+    else:
+        files = [exercise.solution]
     for number in range(2, times + 2):
-        began = time.perf_counter()
-        result = tracks.grade(slug, solution)
-        result["wall_s"] = round(time.perf_counter() - began, 1)
-        (results / f"solution-{number}.json").write_text(json.dumps(result))
-        metrics = result["metrics"]
-        print(f"solution #{number}: {result['verdict']} {metrics.get('speedup')}x", flush=True)
+        for path in files:
+            began = time.perf_counter()
+            result = tracks.grade(slug, str(path))
+            result["wall_s"] = round(time.perf_counter() - began, 1)
+            (results / f"{path.stem}-{number}.json").write_text(json.dumps(result))
+            speedup = result["metrics"].get("speedup")
+            print(f"{path.stem} #{number}: {result['verdict']} {speedup}x", flush=True)
 
 
 def _fmt(value, digits=2) -> str:
@@ -183,14 +224,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m runner.gpu_calibrate")
     parser.add_argument("command", choices=["probe", "repeat", "table"])
     parser.add_argument("--exercise", default=SLUG)
-    parser.add_argument("--hidden", default="512,768,1024")
+    parser.add_argument(
+        "--sizes",
+        default="hidden=768",
+        help="Config fields to probe: a;-separated list of comma-separated name=value",
+    )
     parser.add_argument("--results", type=Path)
     parser.add_argument("--times", type=int, default=4)
+    parser.add_argument(
+        "--others", action="store_true", help="repeat: the starter and examples, not the reference"
+    )
     args = parser.parse_args(argv)
     if args.command == "probe":
-        probe(args.exercise, [int(h) for h in args.hidden.split(",")])
+        sizes = [
+            {k: int(v) for k, v in (pair.split("=") for pair in group.split(","))}
+            for group in args.sizes.split(";")
+            if group
+        ]
+        probe(args.exercise, sizes)
     elif args.command == "repeat":
-        repeat(args.exercise, args.results, args.times)
+        repeat(args.exercise, args.results, args.times, args.others)
     else:
         print(table(args.results))
     return 0

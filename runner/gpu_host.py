@@ -46,9 +46,10 @@ class Server(forkserver.Client):
 
     name = "GPU fork server"
 
-    def __init__(self, exercise_dir: Path) -> None:
+    def __init__(self, exercise_dir: Path, device_type: str = "cuda") -> None:
         env = dict(os.environ)
         env.update(
+            OVERLAP_DEVICE_TYPE=device_type,  # what the exercise's prepare() makes ready
             PYTHONHASHSEED="0",
             PYTHONPATH=str(RUNNER_PARENT),
             PYTHONDONTWRITEBYTECODE="1",
@@ -65,15 +66,16 @@ class Server(forkserver.Client):
         super().close(timeout=5)
 
 
-_servers: dict[Path, Server] = {}
+_servers: dict[tuple[Path, str], Server] = {}
 
 
-def server(exercise_dir: Path) -> Server:
-    """One fork server per exercise and grader process (restarted if it died)."""
-    key = Path(exercise_dir).resolve()
+def server(exercise_dir: Path, device_type: str = "cuda") -> Server:
+    """One fork server per exercise, device type and grader process (restarted if it
+    died)."""
+    key = (Path(exercise_dir).resolve(), device_type)
     found = _servers.get(key)
     if found is None or not found.alive():
-        found = _servers[key] = Server(key)
+        found = _servers[key] = Server(key[0], device_type)
     return found
 
 
@@ -101,7 +103,8 @@ class RunProcess:
     """One child, one conversation (see runner/gpu_worker.py)."""
 
     def __init__(self, exercise_dir: Path, spec: dict, *, cpu_s: int) -> None:
-        self.server = server(exercise_dir)
+        device = str(spec.get("device", "cuda"))
+        self.server = server(exercise_dir, "cpu" if device.startswith("cpu") else "cuda")
         self.pid, self.sock = self.server.fork({"cpu_s": cpu_s})
         self.wire = _Deadline(self.sock)
         self.channel = Channel(self.wire, max_frame=SMALL_FRAME)

@@ -175,6 +175,9 @@ class Session:
         self.config = exercise.no_early_stop(config) if spec.get("no_early_stop") else config
 
     def start(self) -> None:
+        threads = os.environ.pop("OVERLAP_TORCH_THREADS", None)
+        if threads:
+            torch.set_num_threads(int(threads))
         if self.cuda:
             torch.cuda.set_device(self.device)
         else:
@@ -428,9 +431,16 @@ def main() -> None:
     # (tempfile probes a directory) is done before a run may write no file.
     import tempfile
 
-    import torch._dynamo  # noqa: F401 - the optimizer's first step imports it
+    import torch._dynamo  # the optimizer's first step imports it
 
     tempfile.gettempdir()
+    if exercise.prepare is not None:
+        # One thread: no OpenMP team may exist in a process that forks (a child's first
+        # parallel region could hang); each run restores the default (Session.start).
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        exercise.prepare(os.environ.get("OVERLAP_DEVICE_TYPE", "cuda"))
+        os.environ["OVERLAP_TORCH_THREADS"] = str(threads)
     forkserver.serve(
         control, lambda sock, limits: _child(sock, exercise, limits), {"reap": _reap}
     )
