@@ -13,8 +13,9 @@ and the exercise's starter and reference solution run in this process, alternate
 four epochs each (early stopping off): the speedup the redesign can expect there.
 
 ``repeat`` grades the reference solution ``--times`` more times (``--others``: the starter
-and every example) and writes each result into DIR; ``table`` reads every result in DIR (``tests/runner/test_gpu_on_device.py``
-writes one per file it grades when ``OVERLAP_GPU_RESULTS`` names DIR) and prints the
+and every example) and writes each result into DIR; ``table`` reads every result in DIR
+(``tests/runner/test_gpu_on_device.py`` writes one per file it grades when
+``OVERLAP_GPU_RESULTS`` names DIR) and prints the
 calibration table: verdict, median speedup with quartiles and extremes, bound, target,
 overlap and the wall time of each grading.
 """
