@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -45,6 +46,20 @@ def _median_seconds(fn, repeats: int = 5) -> float:
         fn()
         torch.cuda.synchronize()
         values.append(time.perf_counter() - start)
+    return statistics.median(values)
+
+
+def _host_seconds(fn, repeats: int = 5) -> float:
+    """How long the host takes to queue ``fn``'s work (the device drained before each)."""
+    import torch
+
+    values = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        values.append(time.perf_counter() - start)
+    torch.cuda.synchronize()
     return statistics.median(values)
 
 
@@ -88,6 +103,8 @@ def probe(slug: str, sizes: list[dict]) -> dict:
     if not torch.cuda.is_available():
         print("no CUDA device: nothing to probe")
         return {}
+    # The run processes' setting (runner/gpu_host.py): cuBLAS picks other kernels with it.
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -131,12 +148,16 @@ def probe(slug: str, sizes: list[dict]) -> dict:
             compute()
 
         both_s = _median_seconds(both)
+        host_s = _host_seconds(compute)
         serial = copy_s + compute_s
         row = {
             **size,
             "copy_epoch_ms": round(copy_s * 1e3, 3),
             "compute_epoch_ms": round(compute_s * 1e3, 3),
             "both_at_once_ms": round(both_s * 1e3, 3),
+            # host time to queue one epoch's compute: near compute_epoch_ms means the
+            # host thread, not the device, sets the pace
+            "compute_host_ms": round(host_s * 1e3, 3),
             "hidden_share": round((serial - both_s) / min(copy_s, compute_s), 3),
             "bound": round(serial / max(copy_s, compute_s), 3),
         }
