@@ -12,11 +12,13 @@ role=${1:-web}
 case "$role" in
     web)
         # Django under ASGI: no persistent database connections (each request may run in
-        # another thread; they would pile up until PostgreSQL refuses clients).
+        # another thread; they would pile up until PostgreSQL refuses clients). The
+        # client's address and scheme come from the proxy's headers only as the settings
+        # say (OVERLAP_TRUSTED_PROXIES, BEHIND_TLS), never from uvicorn's own guess.
         export DB_CONN_MAX_AGE="${DB_CONN_MAX_AGE:-0}"
         exec python -m uvicorn overlap.asgi:application --host "${HOST:-0.0.0.0}" \
-            --port "${PORT:-8000}" --workers "${WEB_WORKERS:-2}" --proxy-headers \
-            --forwarded-allow-ips "${FORWARDED_ALLOW_IPS:-127.0.0.1}" --no-access-log "$@" ;;
+            --port "${PORT:-8000}" --workers "${WEB_WORKERS:-2}" --no-proxy-headers \
+            --no-access-log "$@" ;;
     worker)
         exec python -m celery -A overlap worker --loglevel "${LOG_LEVEL:-INFO}" \
             --queues "${OVERLAP_QUEUES:-default,authoring,recovery}" \

@@ -58,6 +58,17 @@ def parse_bind(value: str, default_port: int = 8000) -> tuple[str, int]:
 
 WILDCARDS = {"0.0.0.0", "::", ""}
 
+UVICORN_OPTIONS = (
+    "--ws", "websockets", "--ws-max-size", str(512 * 1024),
+    # Keystroke-sized messages: compressing each costs more CPU than it saves.
+    "--ws-per-message-deflate", "false",
+    "--log-level", "info", "--no-access-log",
+    # The client's address is the socket's peer: uvicorn would otherwise take it from
+    # X-Forwarded-For, which any local client can write. Behind a proxy the application
+    # reads that header itself (OVERLAP_TRUSTED_PROXIES).
+    "--no-proxy-headers",
+)
+
 
 def allowed_hosts_for(host: str) -> str:
     """ALLOWED_HOSTS when the operator set none: loopback names, the bound address, and
@@ -148,10 +159,7 @@ class Stack:
         self._start("web", [
             sys.executable, "-m", "uvicorn", "overlap.asgi:application",
             "--host", self.host or "127.0.0.1", "--port", str(self.web_port),
-            "--ws", "websockets", "--ws-max-size", str(512 * 1024),
-            # Keystroke-sized messages: compressing each costs more CPU than it saves.
-            "--ws-per-message-deflate", "false",
-            "--log-level", "info", "--no-access-log",
+            *UVICORN_OPTIONS,
         ], env={
             # The ASGI server runs the ORM in one thread per process (Channels' and
             # Django's thread-sensitive mode), so it keeps its connection between requests

@@ -23,14 +23,17 @@ def build_application():
     from channels.security.websocket import AllowedHostsOriginValidator
     from realtime.routing import websocket_urlpatterns
 
-    from security.asgi import BodySizeLimit
+    from security.asgi import BodySizeLimit, SameOriginWebSocket
 
     return ProtocolTypeRouter({
         # Oversized bodies are refused before Django reads them (it reads the whole body
         # before any middleware runs).
         "http": BodySizeLimit(django_application),
+        # The Host must be one of ALLOWED_HOSTS and the Origin exactly this site's
+        # (scheme, host and port), so no other page on the same host name can drive a
+        # logged-in interviewer's socket.
         "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            SameOriginWebSocket(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
         ),
     })
 

@@ -69,3 +69,44 @@ async def _refuse(send, status: int, text: bytes) -> None:
                 "headers": [(b"content-type", b"text/plain"),
                             (b"content-length", str(len(text)).encode())]})
     await send({"type": "http.response.body", "body": text})
+
+
+def _default_port_stripped(origin: str) -> str:
+    origin = origin.strip().lower().rstrip("/")
+    for scheme, port in (("http://", ":80"), ("https://", ":443")):
+        if origin.startswith(scheme) and origin.endswith(port):
+            return origin[: -len(port)]
+    return origin
+
+
+def websocket_origin_allowed(scope) -> bool:
+    """A WebSocket may only be opened from this site's own pages: its Origin must be the
+    scheme, host and port the browser reached (the Host header, https when the socket is
+    secure or, with BEHIND_TLS, the proxy says so), or one of CSRF_TRUSTED_ORIGINS.
+    Another service on the same host name (another port or scheme) is refused."""
+    headers = {}
+    for name, value in scope.get("headers") or []:
+        headers.setdefault(name.lower(), value.decode("latin-1"))
+    origin, host = headers.get(b"origin"), headers.get(b"host")
+    if not origin or not host:
+        return False
+    secure = scope.get("scheme") == "wss"
+    if settings.BEHIND_TLS:
+        secure = secure or headers.get(b"x-forwarded-proto", "").strip().lower() == "https"
+    own = _default_port_stripped(f"{'https' if secure else 'http'}://{host}")
+    trusted = {_default_port_stripped(o) for o in settings.CSRF_TRUSTED_ORIGINS}
+    return _default_port_stripped(origin) in {own, *trusted}
+
+
+class SameOriginWebSocket:
+    """Refuses a WebSocket whose Origin is not exactly this site's (see above)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "websocket" and not websocket_origin_allowed(scope):
+            from channels.security.websocket import WebsocketDenier
+
+            return await WebsocketDenier()(scope, receive, send)
+        return await self.app(scope, receive, send)

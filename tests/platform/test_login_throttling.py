@@ -61,3 +61,12 @@ def test_behind_a_proxy_the_forwarded_address_counts_not_a_spoofed_one(
     # Another real client behind the same proxy is not locked out.
     assert _login(Client(), RIGHT, REMOTE_ADDR="127.0.0.1",
                   HTTP_X_FORWARDED_FOR="198.51.100.4").status_code == 302
+
+
+def test_one_address_trying_many_usernames_is_locked(client, interviewer):
+    # A sweep: one wrong password for each of many accounts from the same address.
+    for n in range(5):
+        _login(client, "wrong", username=f"user{n}")
+    assert _login(client, RIGHT).status_code == 429
+    # Another address is not affected.
+    assert _login(Client(), RIGHT, REMOTE_ADDR="10.1.2.3").status_code == 302

@@ -178,6 +178,45 @@ def test_strangers_and_old_links_cannot_connect(live_session, client):
     assert not async_to_sync(can_connect)(foreign)
 
 
+@pytest.mark.parametrize("origin", [
+    b"http://testserver:9999",  # another service on the same host name
+    b"https://testserver",  # another scheme: the page was not served over TLS
+    b"http://testserver.evil.example",
+    b"null",
+])
+def test_a_socket_from_another_port_or_scheme_is_refused(live_session, staff_client, origin):
+    async def can_connect(ws):
+        connected, _ = await ws.connect()
+        if connected:
+            await ws.disconnect()
+        return connected
+
+    cookie = f"sessionid={staff_client.cookies['sessionid'].value}".encode()
+    for path, headers in (
+        (f"/ws/c/{live_session.token}/", [(b"origin", origin)]),
+        (f"/ws/sessions/{live_session.pk}/", [(b"origin", origin), (b"cookie", cookie)]),
+    ):
+        assert not async_to_sync(can_connect)(WebsocketCommunicator(_app(), path, headers))
+    same = WebsocketCommunicator(_app(), f"/ws/c/{live_session.token}/", headers=[ORIGIN])
+    assert async_to_sync(can_connect)(same)
+
+
+def test_behind_tls_the_https_origin_is_the_sites_own(live_session, settings):
+    from security.asgi import websocket_origin_allowed
+
+    scope = {"type": "websocket", "scheme": "ws", "headers": [
+        (b"host", b"interviews.example.org"), (b"origin", b"https://interviews.example.org"),
+        (b"x-forwarded-proto", b"https")]}
+    settings.BEHIND_TLS = False
+    assert not websocket_origin_allowed(scope)  # the header is not trusted without a proxy
+    settings.BEHIND_TLS = True
+    assert websocket_origin_allowed(scope)
+    scope["headers"][1] = (b"origin", b"http://interviews.example.org")
+    assert not websocket_origin_allowed(scope)
+    settings.CSRF_TRUSTED_ORIGINS = ["http://interviews.example.org"]
+    assert websocket_origin_allowed(scope)
+
+
 def test_a_revealed_hint_and_the_end_are_pushed_to_the_candidate(live_session, staff_client):
     async def scenario():
         cand = _candidate(live_session)

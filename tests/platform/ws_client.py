@@ -12,10 +12,13 @@ from asgiref.testing import ApplicationCommunicator
 class WebsocketCommunicator(ApplicationCommunicator):
     def __init__(self, application, path: str, headers=None):
         parts = urlsplit(path)
+        headers = list(headers or [])
+        if not any(name == b"host" for name, _ in headers):
+            headers.append((b"host", b"testserver"))  # as a browser always sends one
         scope = {
             "type": "websocket", "path": unquote(parts.path),
             "raw_path": parts.path.encode(), "query_string": parts.query.encode(),
-            "headers": headers or [], "subprotocols": [], "client": ("127.0.0.1", 50000),
+            "headers": headers, "subprotocols": [], "client": ("127.0.0.1", 50000),
             "server": ("testserver", 80),
         }
         super().__init__(application, scope)
