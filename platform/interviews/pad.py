@@ -53,7 +53,13 @@ def author_for_candidate(session: InterviewSession) -> Author:
 
 
 def author_for_interviewer(user) -> Author:
-    return Author(PadUpdate.INTERVIEWER, user.get_full_name() or user.get_username())
+    """What the candidate sees of the interviewer (pad cursors, chat): the display name,
+    never the login name, which is the staff account's and not the candidate's business."""
+    return Author(PadUpdate.INTERVIEWER, display_name(user))
+
+
+def display_name(user) -> str:
+    return user.get_full_name().strip() or "Interviewer"
 
 
 def update_json(update: PadUpdate) -> dict:

@@ -3,7 +3,7 @@
 import re
 
 from interviews.models import InterviewSession, Score
-from interviews.selectors import scores_by_key
+from interviews.selectors import interviewer_display_name, scores_by_key
 from runs.labels import verdict_label
 
 
@@ -66,7 +66,7 @@ def scorecard_build(session: InterviewSession, *, for_export: bool = False) -> d
             "id": session.pk,
             "candidate_name": session.candidate_name,
             "candidate_email": session.candidate_email,
-            "interviewer": session.interviewer.get_username(),
+            "interviewer": interviewer_display_name(session),
             "exercise": version.title,
             "exercise_slug": version.exercise.slug,
             "exercise_version": version.number,
@@ -102,14 +102,30 @@ def scorecard_build(session: InterviewSession, *, for_export: bool = False) -> d
     return card
 
 
+def md_text(value) -> str:
+    """Text from people (the candidate's name and chat, notes) as literal Markdown: every
+    character Markdown or HTML could read as inline markup is escaped (``& < >`` as
+    entities, the rest with a backslash: CommonMark's rule), and so is a marker that would
+    start a block (heading, list) at the start of a line: a viewer shows the text and
+    renders none of it."""
+    text = str(value or "").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = re.sub(r"([\\`*_\[\]!|~])", r"\\\1", text)
+    return re.sub(r"^(\s*)([#+\-=]|\d+(?=[.)]))", r"\1\\\2", text, flags=re.MULTILINE)
+
+
+def md_line(value) -> str:
+    """As md_text, on one line (a list item cannot be broken out of)."""
+    return md_text(" ".join(str(value or "").split()))
+
+
 def scorecard_markdown(session: InterviewSession) -> str:
     card = scorecard_build(session)
     s = card["session"]
     lines = [
-        f"# Scorecard: {s['candidate_name']}",
+        f"# Scorecard: {md_line(s['candidate_name'])}",
         "",
-        f"- Exercise: {s['exercise']} (v{s['exercise_version']})",
-        f"- Interviewer: {s['interviewer']}",
+        f"- Exercise: {md_line(s['exercise'])} (v{s['exercise_version']})",
+        f"- Interviewer: {md_line(s['interviewer'])}",
         f"- Started: {s['started_at'] or 'not started'} · Ended: {s['ended_at'] or '—'}",
         f"- Recommendation: **{card['recommendation'] or 'none yet'}**",
         f"- Rubric: {card['rubric_total']} / {card['rubric_max']} "
@@ -120,9 +136,10 @@ def scorecard_markdown(session: InterviewSession) -> str:
     ]
     for r in card["rubric"]:
         score = f"{r['score']} ({r['label']})" if r["score"] is not None else "not scored"
-        lines.append(f"- **{r['title']}**: {score}" + (f" — {r['note']}" if r["note"] else ""))
+        lines.append(f"- **{md_line(r['title'])}**: {score}"
+                     + (f" — {md_line(r['note'])}" if r["note"] else ""))
     lines += ["", "## Hints revealed", ""]
-    lines += [f"- Hint {h['number']} at {h['into_session']} by {h['revealed_by']}"
+    lines += [f"- Hint {h['number']} at {h['into_session']} by {md_line(h['revealed_by'])}"
               for h in card["hints"]] or ["- none"]
     lines += ["", "## Runs", ""]
     lines += [
@@ -133,18 +150,21 @@ def scorecard_markdown(session: InterviewSession) -> str:
     lines += ["", "## Follow-up questions", ""]
     for f in card["followups"]:
         score = f["score"] if f["score"] is not None else "not scored"
-        lines.append(f"- {f['question']} — {score}" + (f" — {f['note']}" if f["note"] else ""))
+        lines.append(f"- {md_line(f['question'])} — {score}"
+                     + (f" — {md_line(f['note'])}" if f["note"] else ""))
     if card["bank_questions"]:
         lines += ["", "## Q&A questions", ""]
         for q in card["bank_questions"]:
             score = q["score"] if q["score"] is not None else "not scored"
-            lines.append(f"- {q['question']} — {score}" + (f" — {q['note']}" if q["note"] else ""))
+            lines.append(f"- {md_line(q['question'])} — {score}"
+                         + (f" — {md_line(q['note'])}" if q["note"] else ""))
     if card["chat"]:
         lines += ["", "## Chat", ""]
-        lines += [f"- {m['into_session'] or m['at']} **{m['author']}**: {m['text']}"
-                  for m in card["chat"]]
+        lines += [f"- {m['into_session'] or m['at']} **{md_line(m['author'])}**: "
+                  f"{md_line(m['text'])}" for m in card["chat"]]
     fence = code_fence(card["final_code"])
-    lines += ["", "## Notes", "", card["notes"] or "(none)", "", "## Final code", "",
+    notes = "\n".join(md_text(line) for line in card["notes"].splitlines())
+    lines += ["", "## Notes", "", notes or "(none)", "", "## Final code", "",
               f"{fence}python", card["final_code"].rstrip(), fence, ""]
     return "\n".join(lines)
 

@@ -76,8 +76,11 @@ def scores_by_key(session: InterviewSession) -> dict[tuple[str, str], object]:
 
 
 def interviewer_display_name(session: InterviewSession) -> str:
-    user = session.interviewer
-    return user.get_full_name() or user.get_username()
+    """The name the candidate and the scorecard show: the display name, never the
+    staff account's login name."""
+    from interviews.pad import display_name
+
+    return display_name(session.interviewer)
 
 
 def scheduled_local(session: InterviewSession):

@@ -189,3 +189,32 @@ def test_print_stylesheet_never_clips_code(client):
     print_rules = css[css.index("Printing a scorecard"):]
     assert "max-height: none !important" in print_rules
     assert "overflow: visible !important" in print_rules
+
+
+def test_markdown_export_renders_nothing_a_candidate_wrote_as_markup(
+        staff_client, live_session):
+    import markdown as md
+
+    live_session.candidate_name = "Lin <img src=x onerror=alert(1)>"
+    live_session.save(update_fields=["candidate_name"])
+    services.chat_post(session=live_session, role="candidate", author="Lin",
+                       text="<script>alert(1)</script> [click](javascript:alert(2)) **bold**\n"
+                            "# heading\n- item")
+    services.session_end(session=live_session)
+    text = staff_client.get(f"/sessions/{live_session.pk}/scorecard.md").content.decode()
+    # Rendered as a Markdown viewer would (raw HTML allowed): the candidate's text is shown,
+    # none of it becomes an element, a link, emphasis or a heading.
+    html = md.markdown(text)
+    for markup in ("<img", "<script", "<a ", "<strong>bold", "<h1>heading"):
+        assert markup not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "Lin &lt;img src=x onerror=alert(1)&gt;" in html
+
+
+def test_the_candidate_never_sees_the_interviewers_login_name(live_session, interviewer):
+    assert interviewer.get_full_name() == ""
+    author = pad.author_for_interviewer(interviewer)
+    assert author.name == "Interviewer" and interviewer.get_username() not in author.name
+    interviewer.first_name, interviewer.last_name = "Ada", "Byron"
+    interviewer.save()
+    assert pad.author_for_interviewer(interviewer).name == "Ada Byron"
