@@ -1,6 +1,9 @@
 """The local stack behind `make run`: Redis (owned), a Celery worker and the web server.
 
-Each runs as a child process; when one dies or Ctrl-C arrives, all of them are stopped.
+Each runs as a child process under supervision: one that dies is started again, after a
+back-off that doubles while it keeps dying soon after a start (1 s up to 30 s) and is
+reset once it has stayed up for a minute; the log says what died and when it comes back.
+Only Ctrl-C or SIGTERM stops the stack, every child with it.
 """
 
 import os
@@ -10,14 +13,24 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+FIRST_BACKOFF_S = 1.0
+MAX_BACKOFF_S = 30.0
+STABLE_AFTER_S = 60.0  # up this long: its next crash restarts it after the first back-off
 
 
 @dataclass
 class Child:
     name: str
     process: subprocess.Popen
+    argv: list[str] = field(default_factory=list)
+    env: dict = field(default_factory=dict)
+    started: float = 0.0
+    backoff: float = FIRST_BACKOFF_S
+    restart_at: float | None = None  # when a dead child is due to start again
+    restarts: int = 0
 
 
 def find_redis_server() -> str | None:
@@ -107,9 +120,13 @@ class Stack:
 
     def _start(self, name: str, argv: list[str], env: dict | None = None) -> Child:
         self.log(f"starting {name}: {' '.join(argv)}")
-        child = Child(name, subprocess.Popen(argv, cwd=self.root, env={**self.env, **(env or {})}))
+        full_env = {**self.env, **(env or {})}
+        child = Child(name, self._spawn(argv, full_env), argv, full_env, time.monotonic())
         self.children.append(child)
         return child
+
+    def _spawn(self, argv: list[str], env: dict) -> subprocess.Popen:
+        return subprocess.Popen(argv, cwd=self.root, env=env)
 
     def start(self) -> None:
         self.start_redis()
@@ -183,15 +200,34 @@ class Stack:
                  "process (NOT isolated). Fine for a local trial, never for real interviews: "
                  "install bubblewrap or Docker (`make sandbox-image`).")
 
-    def wait(self) -> int:
-        """Block until a child exits; returns its exit status."""
-        while True:
-            for child in self.children:
+    def wait(self, until: float | None = None) -> None:
+        """Supervise the children until Ctrl-C/SIGTERM (or the monotonic time ``until``,
+        for tests): restart each one that dies (see the module docstring)."""
+        while until is None or time.monotonic() < until:
+            self.supervise_once()
+            time.sleep(0.2)
+
+    def supervise_once(self) -> None:
+        now = time.monotonic()
+        for child in self.children:
+            if child.restart_at is None:
                 code = child.process.poll()
-                if code is not None:
-                    self.log(f"{child.name} exited with status {code}")
-                    return code
-            time.sleep(0.3)
+                if code is None:
+                    if now - child.started >= STABLE_AFTER_S:
+                        child.backoff = FIRST_BACKOFF_S
+                    continue
+                if now - child.started >= STABLE_AFTER_S:
+                    child.backoff = FIRST_BACKOFF_S
+                child.restart_at = now + child.backoff
+                self.log(f"{child.name} exited with status {code}; restarting it in "
+                         f"{child.backoff:g} s")
+                child.backoff = min(MAX_BACKOFF_S, child.backoff * 2)
+            elif now >= child.restart_at:
+                child.process = self._spawn(child.argv, child.env)
+                child.started, child.restart_at = now, None
+                child.restarts += 1
+                self.log(f"{child.name} restarted (pid {child.process.pid}, restart "
+                         f"{child.restarts})")
 
     def stop(self) -> None:
         """Stop the children one by one, last started first: the web server and the

@@ -87,14 +87,60 @@ def test_stack_serves_the_site_runs_tasks_and_stops_everything_on_ctrl_c(tmp_pat
                  "DJANGO_SETTINGS_MODULE": "overlap.settings"},
         )
         assert check.stdout.strip() == "stack", check.stderr
+        # A crashed web server is restarted: SIGKILL it (a child of this test's stack),
+        # and the site answers again within seconds.
+        web = _child_running(stack.pid, "uvicorn")
+        os.kill(web, signal.SIGKILL)
+        killed = time.monotonic()
+        while _port_open(web_port) and time.monotonic() - killed < 5:
+            time.sleep(0.05)
+        assert "Log in" in _get(f"http://127.0.0.1:{web_port}/accounts/login/").decode()
+        print(f"web server restarted and answering {time.monotonic() - killed:.2f} s "
+              "after SIGKILL")
     finally:
         stack.send_signal(signal.SIGINT)
         output, _ = stack.communicate(timeout=30)
     assert f"running at http://127.0.0.1:{web_port}/ (DEBUG off" in output
+    assert "web exited with status -9; restarting it in 1 s" in output
+    assert "web restarted (pid" in output
     assert "stopped: redis, worker, beat, web" in output
     assert not _port_open(web_port)
     assert not _port_open(redis_port)
     assert key_file.read_text().strip() == key  # generated once, kept
+
+
+def _child_running(parent: int, word: str) -> int:
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and word in cmdline:
+            return int(entry.name)
+    raise AssertionError(f"no child of {parent} runs {word}")
+
+
+def test_a_child_that_keeps_dying_is_restarted_with_a_growing_back_off(tmp_path):
+    from ops import stack as stack_module
+    from ops.stack import Stack
+
+    lines: list[str] = []
+    stack = Stack(ROOT, tmp_path, 0, 0, log=lines.append)
+    crasher = stack._start("worker", [sys.executable, "-c", "raise SystemExit(3)"])
+    steady = stack._start("web", [sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        stack.wait(until=time.monotonic() + 4.5)
+        exits = [line for line in lines if line.startswith("worker exited")]
+        # 1 s, then 2 s: at most three starts in 4.5 s, each announced
+        assert exits[:2] == ["worker exited with status 3; restarting it in 1 s",
+                             "worker exited with status 3; restarting it in 2 s"]
+        assert 1 <= crasher.restarts <= 2 and steady.restarts == 0
+        assert stack_module.MAX_BACKOFF_S == 30.0
+    finally:
+        stack.stop()
 
 
 def test_bind_addresses_are_parsed():

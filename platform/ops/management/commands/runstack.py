@@ -41,9 +41,7 @@ class Command(BaseCommand):
             self.stdout.write(self.style.SUCCESS(
                 f"[overlap] Overlap is running at {stack.url} ({mode}; Ctrl-C to stop)"
             ))
-            code = stack.wait()
-            if code:
-                raise CommandError("a component stopped unexpectedly; stopping the others")
+            stack.wait()  # restarts a component that dies; returns only on Ctrl-C/SIGTERM
         except KeyboardInterrupt:
             self.stdout.write("[overlap] stopping…")
         except RuntimeError as exc:
