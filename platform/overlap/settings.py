@@ -299,11 +299,12 @@ CHANNEL_LAYERS = {
     }
 }
 
-# E-mail (invitations), through Django 6.1's MAILERS: the console in development (the
-# message is printed by `make run`), SMTP from the environment in production.
+# E-mail (invitations), through Django 6.1's MAILERS: SMTP when EMAIL_HOST names a
+# server, else the console (`make run` prints the message; DEBUG on or off, an invitation
+# never fails for want of a mail server nobody configured).
 MAILERS = {
-    "default": {"BACKEND": "django.core.mail.backends.console.EmailBackend"} if DEBUG
-    and not os.environ.get("EMAIL_HOST") else {
+    "default": {"BACKEND": "django.core.mail.backends.console.EmailBackend"}
+    if not os.environ.get("EMAIL_HOST") else {
         "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
         "OPTIONS": {
             "host": os.environ.get("EMAIL_HOST", "localhost"),

@@ -193,3 +193,18 @@ def test_stop_ends_the_children_last_started_first_each_before_the_next(tmp_path
     events = [line for line in log.read_text().splitlines() if not line.endswith(" up")]
     assert events == ["web term", "web exit", "worker term", "worker exit",
                       "redis term", "redis exit"]
+
+
+def test_without_a_mail_server_invitations_go_to_the_console_with_debug_off(tmp_path):
+    """`make run` has DEBUG off and no EMAIL_HOST: an invitation is printed, not sent to
+    an SMTP server on localhost that refuses the connection."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMAIL_")}
+    env.update(DEBUG="0", OVERLAP_VAR_DIR=str(tmp_path), SECRET_KEY=os.environ["SECRET_KEY"],
+               PYTHONPATH=f"{ROOT / 'platform'}:{ROOT}",
+               DJANGO_SETTINGS_MODULE="overlap.settings")
+    send = ("import django; django.setup(); from django.core.mail import send_mail; "
+            "send_mail('Invitation', 'Join at /c/token/', 'a@example.org', ['b@example.org'])")
+    done = subprocess.run([sys.executable, "-c", send], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "Subject: Invitation" in done.stdout and "Join at /c/token/" in done.stdout
