@@ -18,7 +18,7 @@ class SyncReport:
 
     def add(self, kind: str, slug: str, outcome: str) -> None:
         self.lines.append(f"{kind} {slug}: {outcome}")
-        if outcome != "unchanged":
+        if not outcome.startswith(("unchanged", "kept")):
             self.changed += 1
 
 
@@ -36,7 +36,8 @@ def content_sync(*, root: Path, dry_run: bool = False) -> SyncReport:
         return report
     with transaction.atomic():
         for exercise in exercises:
-            report.add("exercise", exercise.slug, exercise_store(folder=exercise))
+            outcome = exercise_store(folder=exercise, from_repository=True)
+            report.add("exercise", exercise.slug, outcome)
         for bank_file in banks:
             report.add("question bank", bank_file.bank.slug, bank_store(bank_file=bank_file))
     return report

@@ -149,3 +149,48 @@ def test_discarding_a_draft_keeps_the_published_versions(author_client, author, 
     author_client.post("/authoring/exercises/async-parameter-server/discard/")
     assert not ExerciseDraft.objects.exists()
     assert exercise.versions.count() == 1
+
+
+def test_sync_content_never_reverts_a_version_an_author_published(author_client, author,
+                                                                    synced, fake_sandbox,
+                                                                    settings, tmp_path):
+    """An upgrade or a backup command runs `sync_content` again: the repository's folder,
+    older than what an author published in the browser, must not become current again."""
+    import shutil
+
+    from content.services import content_sync
+
+    exercise = Exercise.objects.get(slug="async-parameter-server")
+    draft = services.draft_for_exercise(exercise=exercise, user=author)
+    draft.files = {**draft.files, "starter.py": draft.files["starter.py"] + "# author's\n"}
+    draft.save()
+    fake_sandbox.results = {p.file: fake_sandbox.result(p.expected, p.expected_failing)
+                            for p in services.checks.plan(draft.slug, draft.files)[1]}
+    _validated(draft, author)
+    assert _publish(author_client, draft.slug).status_code == 302
+    exercise.refresh_from_db()
+    assert exercise.current_version.number == 2
+
+    # The same repository again: nothing changes.
+    report = content_sync(root=settings.EXERCISES_DIR)
+    exercise.refresh_from_db()
+    assert exercise.current_version.number == 2 and exercise.versions.count() == 2
+    line = next(x for x in report.lines if "async-parameter-server" in x)
+    assert "v2 stays current" in line
+
+    # A repository whose folder changed (an upgrade): still the author's version, and
+    # the report says why the repository's was not loaded.
+    root = tmp_path / "exercises"
+    shutil.copytree(settings.EXERCISES_DIR, root)
+    prompt = root / "async-parameter-server" / "prompt.md"
+    prompt.write_text(prompt.read_text() + "\nA new paragraph from the repository.\n")
+    report = content_sync(root=root)
+    exercise.refresh_from_db()
+    assert exercise.current_version.number == 2 and exercise.versions.count() == 2
+    line = next(x for x in report.lines if "async-parameter-server" in x)
+    assert "kept v2, published in the browser" in line
+    # An exercise nobody published in the browser still follows the repository.
+    other = root / "pipeline-model-parallel" / "prompt.md"
+    other.write_text(other.read_text() + "\nAnother paragraph.\n")
+    content_sync(root=root)
+    assert Exercise.objects.get(slug="pipeline-model-parallel").current_version.number == 2
