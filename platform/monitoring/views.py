@@ -15,9 +15,14 @@ from monitoring.status import system_status
 @login_not_required
 @never_cache
 def healthz(request):
-    """200 with details when the database, Redis and a worker are up; 503 otherwise."""
+    """200 when the database, Redis and a worker are up; 503 otherwise. Anyone gets the
+    status; what failed and the workers' host names only a request that may read
+    /metrics (its bearer token, or this machine) gets."""
     report = health_report()
-    return JsonResponse(report, status=200 if report["status"] == "ok" else 503)
+    status = 200 if report["status"] == "ok" else 503
+    if not metrics.metrics_allowed(request):
+        report = {"status": report["status"]}
+    return JsonResponse(report, status=status)
 
 
 @login_not_required

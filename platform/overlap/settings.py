@@ -97,6 +97,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # /healthz and /healthz/live, answered whatever Host the probe used (monitoring).
+    "monitoring.middleware.HealthProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Refuses an oversized body by its declared length, before anything reads it.
     "security.middleware.RequestSizeLimitMiddleware",

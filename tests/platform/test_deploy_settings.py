@@ -11,7 +11,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 STRONG_KEY = "k9Qz-7rT2_vLx4Wm8NbE5cYp1HfGa3Ds6JuKo0Ri2ZlVw8XeTq4Mn"
 PRODUCTION = {"DEBUG": "0", "BEHIND_TLS": "1", "SECRET_KEY": STRONG_KEY,
-              "ALLOWED_HOSTS": "overlap.example.org", "DATABASE_URL": "sqlite:///:memory:"}
+              "ALLOWED_HOSTS": "overlap.example.org", "DATABASE_URL": "sqlite:///:memory:",
+              "EMAIL_HOST": "smtp.example.org"}
 
 
 def _run(argv, **env):
@@ -33,6 +34,14 @@ def test_deploy_check_with_production_settings_has_no_warnings():
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues (0 silenced)." in result.stdout
     assert "WARNING" not in result.stderr.upper().replace("LOG_LEVEL", "")
+
+
+def test_deploy_check_names_a_missing_mail_server():
+    """Invitations are only printed without EMAIL_HOST: the deploy check tells the operator."""
+    env = {k: v for k, v in PRODUCTION.items() if k != "EMAIL_HOST"}
+    result = _run(["manage.py", "check", "--deploy", "--fail-level", "WARNING"], **env)
+    assert result.returncode != 0
+    assert "mail.E001" in result.stdout + result.stderr
 
 
 def test_deploy_check_warns_without_tls():

@@ -237,3 +237,23 @@ def test_the_status_page_shows_gpu_workers_and_a_stale_image(client, settings):
     body = client.get("/admin/status/").content.decode()
     assert "GPU workers online: gpu-1@box." in body
     assert "<strong>stale</strong> (built from 0123456789abcdef" in body
+
+
+def test_health_answers_a_probe_by_address_whatever_allowed_hosts_says(client, settings):
+    # The documented check (`curl http://127.0.0.1:8000/healthz`) with ALLOWED_HOSTS set to
+    # the public name only, as the deploy docs say.
+    settings.ALLOWED_HOSTS = ["interviews.example.org"]
+    response = client.get("/healthz", HTTP_HOST="127.0.0.1:8000")
+    assert response.status_code in (200, 503) and response.json()["status"] in ("ok", "down")
+    assert client.get("/healthz/live", HTTP_HOST="10.0.0.5").status_code == 200
+    # Every other page still refuses a host it does not serve.
+    assert client.get("/accounts/login/", HTTP_HOST="127.0.0.1:8000").status_code == 400
+
+
+def test_public_health_says_up_or_down_and_names_no_host(client, settings):
+    settings.OVERLAP_METRICS_TOKEN = "s3cret-token"
+    public = client.get("/healthz", REMOTE_ADDR="198.51.100.4")
+    assert set(public.json()) == {"status"}
+    detailed = client.get("/healthz", REMOTE_ADDR="198.51.100.4",
+                          HTTP_AUTHORIZATION="Bearer s3cret-token")
+    assert "checks" in detailed.json()
