@@ -80,12 +80,24 @@ def run(request, token):
         code = pad.pad_checkpoint(session).code
         created = run_services.run_create(session=session, code=code, requested_by="candidate")
     except (services.SessionError, run_services.RunRefused) as exc:
-        return render(request, "candidate/workspace.html#refused", {"message": str(exc)})
+        return _refused(request, str(exc))
     except jobs.BrokerUnavailable as exc:
-        return render(request, "candidate/workspace.html#refused", {"message": exc.message},
-                      status=503)
+        return _refused(request, exc.message, status=503)
     return render(request, "runs/_run.html",
                   {"view": run_view(created), "poll_url": _run_url(token, created.pk)})
+
+
+def _refused(request, message: str, status: int = 200):
+    """A refused Run (one in progress, the per-minute limit, the broker away) is said next
+    to the Run button; the results pane keeps the verdict it shows."""
+    response = render(request, "candidate/workspace.html#refused", {"message": message},
+                      status=status)
+    if getattr(request, "htmx", False):
+        response = HttpResponse(message, content_type="text/plain; charset=utf-8",
+                                status=200)  # htmx swaps only 2xx answers
+        response["HX-Retarget"] = "#run-refused"
+        response["HX-Reswap"] = "textContent"
+    return response
 
 
 def _run_url(token: str, run_id: int) -> str:

@@ -31,9 +31,24 @@ class SessionForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["time_zone"].choices = [(z, z) for z in sorted(available_timezones())]
+        from monitoring.heartbeat import queue_served
+
+        self.gpu_online = queue_served("gpu")
+        self.fields["exercise"].label_from_instance = self._exercise_label
+
+    def _exercise_label(self, exercise) -> str:
+        if exercise.track == "gpu" and not self.gpu_online:
+            return f"{exercise.title} (GPU: no GPU worker online, runs cannot be graded)"
+        return exercise.title
 
     def clean(self):
         data = super().clean()
+        exercise = data.get("exercise")
+        if exercise is not None and exercise.track == "gpu" and not self.gpu_online:
+            self.add_error("exercise", (
+                f"{exercise.title} runs on a GPU, and no GPU worker is online: the "
+                "candidate's runs could not be graded. Start a GPU worker (runner/README.md, "
+                "\"GPU\") or choose another exercise."))
         data["time_zone"] = zone = data.get("time_zone") or "UTC"
         when = data.get("scheduled_at")
         if isinstance(when, datetime) and zone:

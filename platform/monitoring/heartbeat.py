@@ -73,6 +73,14 @@ def workers_online() -> list[dict]:
                   key=lambda d: -d["at"])
 
 
+def queue_served(queue: str) -> bool:
+    """Whether a live worker takes ``queue`` (False when Redis cannot say)."""
+    try:
+        return any(queue in (w.get("queues") or []) for w in workers_online())
+    except Exception:  # Redis away: nobody can be shown to serve it
+        return False
+
+
 class Heartbeat:
     """Beats once at start, then from a daemon thread every OVERLAP_HEARTBEAT_SECONDS until
     stopped. It also reports on the sandboxes (backend, image), from

@@ -235,6 +235,8 @@ OVERLAP_GRADE_SEEDS = env_int("OVERLAP_GRADE_SEEDS", 20)
 OVERLAP_SANDBOX = os.environ.get("OVERLAP_SANDBOX", "auto")
 OVERLAP_GPU = os.environ.get("OVERLAP_GPU", "")  # "", "all", or device ids "0,1"
 OVERLAP_GPU_TASK_TIME_LIMIT = env_int("OVERLAP_GPU_TASK_TIME_LIMIT", 300)
+# A GPU run still queued this long with no GPU worker online is answered "Needs a GPU".
+OVERLAP_GPU_QUEUE_WAIT_SECONDS = env_int("OVERLAP_GPU_QUEUE_WAIT_SECONDS", 60)
 
 # The live pad (interviews/pad.py, realtime/): bounds on what a browser may send.
 OVERLAP_PAD_MESSAGE_BYTES = env_int("OVERLAP_PAD_MESSAGE_BYTES", 256 * 1024)

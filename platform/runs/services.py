@@ -31,6 +31,18 @@ def queue_for(version) -> str:
     return "gpu" if version.track == "gpu" else "default"
 
 
+NO_GPU_WORKER = (
+    "This exercise runs on a GPU, and no GPU worker is online to grade it, so the run "
+    "cannot be graded now. Nothing counts against your code; tell your interviewer."
+)
+
+
+def gpu_worker_online() -> bool:
+    from monitoring.heartbeat import queue_served
+
+    return queue_served("gpu")
+
+
 def run_create(*, session, code: str, requested_by: str) -> Run:
     size = len(code.encode())
     if size > settings.OVERLAP_MAX_CODE_BYTES:
@@ -40,6 +52,8 @@ def run_create(*, session, code: str, requested_by: str) -> Run:
         )
     if not code.strip():
         raise RunRefused("There is no code to run.")
+    if queue_for(session.exercise_version) == "gpu" and not gpu_worker_online():
+        raise RunRefused(NO_GPU_WORKER)
     from interviews.models import InterviewSession
 
     with transaction.atomic():
@@ -144,6 +158,7 @@ def runs_recover(*, now=None, run_ids=None) -> dict[str, int]:
     now = now or timezone.now()
     runs = Run.objects.all() if run_ids is None else Run.objects.filter(pk__in=run_ids)
     counts = {"requeued": 0, "retried": 0, "failed": 0}
+    counts["failed"] += _answer_unserved_gpu_runs(runs, now)
 
     counts["requeued"], broker_up = jobs.requeue_lost(
         runs.filter(status=Run.QUEUED), lambda run: run_enqueue(run=run, now=now), now=now
@@ -171,3 +186,29 @@ def runs_recover(*, now=None, run_ids=None) -> dict[str, int]:
             if failed:
                 announce(run, Run.INTERNAL_ERROR)
     return counts
+
+
+def _answer_unserved_gpu_runs(runs, now) -> int:
+    """GPU runs queued longer than OVERLAP_GPU_QUEUE_WAIT_SECONDS while no GPU worker is
+    online get the runner's own "Needs a GPU" answer (a skip, not a failure), instead of
+    showing "Queued" for ever and blocking the session's next run."""
+    from runner.contract import empty_metrics, make_result
+
+    waited = now - timedelta(seconds=settings.OVERLAP_GPU_QUEUE_WAIT_SECONDS)
+    stale = list(runs.filter(status=Run.QUEUED, queue="gpu", created_at__lt=waited)
+                 .select_related("exercise_version__exercise"))
+    if not stale or gpu_worker_online():
+        return 0
+    answered = 0
+    message = (f"This exercise runs on a GPU, and no GPU worker took the run within "
+               f"{settings.OVERLAP_GPU_QUEUE_WAIT_SECONDS} s. Nothing counts against your "
+               "code; tell your interviewer.")
+    for run in stale:
+        result = make_result(exercise=run.exercise_version.exercise.slug, verdict="needs_gpu",
+                             message=message, metrics=empty_metrics())
+        updated = Run.objects.filter(pk=run.pk, status=Run.QUEUED).update(
+            status=Run.DONE, result=result, verdict="needs_gpu", finished_at=now)
+        if updated:
+            answered += 1
+            announce(run, Run.DONE)
+    return answered

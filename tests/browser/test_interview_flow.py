@@ -51,6 +51,13 @@ def test_interviewer_and_candidate_run_a_session_end_to_end(
     expect(candidate.locator("#run-result svg.timeline")).to_be_visible()
     expect(candidate.locator("#run-result .check-pass").first).to_be_visible()
 
+    # A double-click on Run: the second click is refused next to the button, and the
+    # results pane keeps the first click's run until its verdict arrives.
+    candidate.dblclick("#run-button")
+    expect(candidate.locator("#run-refused")).to_contain_text("already in progress")
+    expect(candidate.locator("#run-result .verdict")).to_have_text("Accepted", timeout=TIMEOUT_MS)
+    expect(candidate.locator("#run-result .speedup")).to_be_visible()
+
     # The interviewer sees the new code live, and the run with its verdict.
     expect(interviewer.locator(".console-editor .cm-content")).to_contain_text(
         "# converted by Lin", timeout=5_000)

@@ -226,3 +226,75 @@ def test_a_failed_run_carries_its_error_line_and_no_half_filled_times(client, li
     html = client.get(f"/c/{live_session.token}/runs/{run.pk}/").content.decode()
     assert 'data-error-line="2"' in html and "line 2" in html
     assert "yours" not in html and "<svg" not in html  # no "yours s", no empty chart
+
+
+def test_a_refused_run_is_said_beside_the_button_and_keeps_the_results(client, live_session):
+    """htmx: the refusal is retargeted to #run-refused, so the pane keeps the verdict."""
+    client.post(f"/c/{live_session.token}/run/", {"code": "x = 1\n"}, HTTP_HX_REQUEST="true")
+    second = client.post(f"/c/{live_session.token}/run/", {"code": "x = 2\n"},
+                         HTTP_HX_REQUEST="true")
+    assert second.status_code == 200
+    assert second["HX-Retarget"] == "#run-refused"
+    assert second["HX-Reswap"] == "textContent"
+    assert "already in progress" in second.content.decode()
+
+
+def _gpu(session):
+    version = session.exercise_version
+    version.track = "gpu"
+    version.save(update_fields=["track"])
+    exercise = version.exercise
+    exercise.track = "gpu"
+    exercise.save(update_fields=["track"])
+    return version
+
+
+def test_without_a_gpu_worker_a_gpu_run_is_refused_at_once(client, live_session):
+    _gpu(live_session)
+    response = client.post(f"/c/{live_session.token}/run/", {"code": "x = 1\n"},
+                           HTTP_HX_REQUEST="true")
+    assert "no GPU worker is online" in response.content.decode()
+    assert live_session.runs.count() == 0
+
+
+def test_with_a_gpu_worker_online_a_gpu_run_is_queued_for_it(client, live_session):
+    from monitoring.heartbeat import beat, forget
+
+    _gpu(live_session)
+    beat(hostname="gpu-host", queues=["gpu"], pid=4242)
+    try:
+        client.post(f"/c/{live_session.token}/run/", {"code": "x = 1\n"})
+        assert live_session.runs.get().queue == "gpu"
+    finally:
+        forget(hostname="gpu-host", pid=4242)
+
+
+def test_a_queued_gpu_run_nobody_takes_gets_needs_gpu_after_a_bounded_wait(
+        live_session, settings):
+    settings.OVERLAP_GPU_QUEUE_WAIT_SECONDS = 60
+    version = _gpu(live_session)
+    run = Run.objects.create(session=live_session, exercise_version=version, code="x = 1\n",
+                             queue="gpu")
+    Run.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(seconds=30))
+    services.runs_recover()
+    assert Run.objects.get(pk=run.pk).status == Run.QUEUED  # still within the wait
+    Run.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(seconds=61))
+    services.runs_recover()
+    run.refresh_from_db()
+    assert (run.status, run.verdict, run.result["status"]) == (Run.DONE, "needs_gpu", "skip")
+    assert "no GPU worker took the run within 60 s" in run.result["message"]
+
+
+def test_the_session_form_says_no_gpu_worker_and_refuses_a_gpu_exercise(staff_client, synced):
+    from catalog.models import Exercise
+
+    exercise = Exercise.objects.get(slug="async-parameter-server")
+    exercise.track = "gpu"
+    exercise.save(update_fields=["track"])
+    page = staff_client.get("/sessions/new/").content.decode()
+    assert "(GPU: no GPU worker online, runs cannot be graded)" in page
+    response = staff_client.post("/sessions/new/", {
+        "exercise": exercise.pk, "candidate_name": "Lin", "candidate_email": "l@example.org",
+        "time_zone": "UTC"})
+    assert response.status_code == 200
+    assert "no GPU worker is online" in response.content.decode()
