@@ -45,6 +45,7 @@ import resource
 import signal
 import socket
 import sys
+import types
 import warnings
 from contextlib import contextmanager
 
@@ -278,8 +279,11 @@ class Session:
         )
 
     def _train(self, program, recorder, out, err, syncs, watch):
-        namespace = {"__name__": "__candidate__", "__file__": program.path}
-        namespace["__builtins__"] = builtins
+        # A real module in sys.modules (dataclasses, typing and pickle look it up there).
+        module = types.ModuleType("__candidate__")
+        module.__file__, module.__builtins__ = program.path, builtins
+        sys.modules[module.__name__] = module
+        namespace = module.__dict__
         try:
             with captured(out, err):
                 exec(program.code, namespace)

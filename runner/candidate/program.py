@@ -78,7 +78,7 @@ def run(runtime: Runtime, hello: dict) -> dict:
     try:
         cluster = runtime.decode(hello["cluster"])
         code = compile(source, FILENAME, "exec", dont_inherit=True)
-        namespace = {"__name__": "__candidate__", "__file__": FILENAME, "__builtins__": builtins}
+        namespace = candidate_module(FILENAME).__dict__
         exec(code, namespace)
         entry_class, entry_method = hello["entry"]
         trainer_class = namespace.get(entry_class)
@@ -126,6 +126,17 @@ def _install_kit_module(classes: dict) -> None:
         setattr(module, name, cls)
     module.__all__ = sorted(classes)
     sys.modules["runner.sim"] = module
+
+
+def candidate_module(filename: str) -> types.ModuleType:
+    """The module the candidate's file runs in: a real one, in ``sys.modules`` under its
+    ``__name__``, so whatever looks a class's module up there works as under
+    ``python file.py`` (dataclasses with string annotations, typing, pickle)."""
+    module = types.ModuleType("__candidate__")
+    module.__file__ = filename
+    module.__builtins__ = builtins
+    sys.modules[module.__name__] = module
+    return module
 
 
 def _missing_entry_point(namespace: dict, entry_class: str, entry_method: str) -> str:
