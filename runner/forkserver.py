@@ -67,6 +67,19 @@ def pinned(cpu: int | None):
                 os.sched_setaffinity(0, previous)
 
 
+ASK_TIMEOUT_S = 10.0  # a fork or a reap takes milliseconds; a stopped server never answers
+SERVER_GONE = (
+    "The program stopped or killed the process that starts the grader's runs (it shares "
+    "the program's user): the run cannot be trusted."
+)
+
+
+class ServerGone(RuntimeError):
+    """The fork server did not answer (killed, stopped, or its socket closed): it has been
+    killed, and the next request starts a fresh one. A run's process shares the server's
+    uid, so in a grading this is the candidate's doing, never the platform's fault."""
+
+
 class Client:
     """The grader's side: starts the server and asks it for processes."""
 
@@ -89,11 +102,32 @@ class Client:
         self.owner = os.getpid()
 
     def ask(self, request: dict, fds=()) -> dict:
-        socket.send_fds(self.control, [json.dumps(request).encode()], list(fds))
-        data = self.control.recv(4096)
+        """One request, one answer, within ASK_TIMEOUT_S; ServerGone otherwise."""
+        try:
+            self.control.settimeout(ASK_TIMEOUT_S)
+            socket.send_fds(self.control, [json.dumps(request).encode()], list(fds))
+            data = self.control.recv(4096)
+        except OSError as exc:  # timeout, broken pipe, reset
+            self.kill()
+            raise ServerGone(f"the {self.name} did not answer ({type(exc).__name__})") from None
         if not data:
-            raise RuntimeError(f"the {self.name} stopped")
-        return json.loads(data)
+            self.kill()
+            raise ServerGone(f"the {self.name} stopped")
+        try:
+            return json.loads(data)
+        except ValueError:
+            self.kill()
+            raise ServerGone(f"the {self.name} sent garbage") from None
+
+    def kill(self) -> None:
+        """End the server for good (a stopped one too): the next request starts anew."""
+        with contextlib.suppress(OSError):
+            self.control.close()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.process.pid, signal.SIGKILL)
+        if self.owner == os.getpid():
+            with contextlib.suppress(Exception):
+                self.process.wait(timeout=5)
 
     def fork(self, limits: dict) -> tuple[int, socket.socket]:
         """A fresh process for one run: its pid, and our end of its socket. The run gets
@@ -123,10 +157,16 @@ class Client:
         return twin
 
     def alive(self) -> bool:
-        if self.owner == os.getpid():
-            return self.process.poll() is None
-        # A server inherited across a fork (not our child: poll() cannot ask about it).
-        return running(self.process.pid)
+        if self.control.fileno() < 0:
+            return False  # closed by kill()
+        if self.owner == os.getpid() and self.process.poll() is not None:
+            return False
+        # Also a server inherited across a fork (not our child: poll() cannot ask about
+        # it), and one a run stopped (SIGSTOP): it would never answer.
+        if not running(self.process.pid) or _state(self.process.pid) in ("T", "t"):
+            self.kill()
+            return False
+        return True
 
     def close(self, timeout: float = 2.0) -> None:
         with contextlib.suppress(OSError):
@@ -136,6 +176,14 @@ class Client:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return "X"
 
 
 def running(pid: int) -> bool:

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from runner import gpu_host, gpu_timing
+from runner import forkserver, gpu_host, gpu_timing
 from runner.exercise import GpuExercise
 from runner.gpu_host import COMMIT_FRAME, SMALL_FRAME, RunBroke, RunProcess, RunRecord
 from runner.harness import (
@@ -182,7 +182,14 @@ class _Harness:
         }
         seconds = TRUSTED_RUN_S if trusted or self.run_timeout is None else self.run_timeout
         cpu_s = int((SETUP_S + seconds) * (os.cpu_count() or 1)) + 60
-        process = RunProcess(self.exercise.directory, spec, cpu_s=cpu_s)
+        try:
+            process = RunProcess(self.exercise.directory, spec, cpu_s=cpu_s)
+        except forkserver.ServerGone:
+            if trusted:
+                raise InternalError(f"the fork server of {self.exercise.slug} stopped") from None
+            # An earlier run of this program stopped or killed the server.
+            run.failure = Failure("runtime_error", forkserver.SERVER_GONE)
+            return lambda: run
         run.process = process
         try:
             process.receive(SETUP_S, SMALL_FRAME, ("ready",))

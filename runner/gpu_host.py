@@ -137,6 +137,9 @@ class RunProcess:
         self.closed = True
         try:
             return self.server.reap(self.pid)  # its whole session, and what it left behind
+        except forkserver.ServerGone:  # the run stopped or killed its server
+            forkserver.kill_session(self.pid)
+            return {"server_gone": True}
         finally:
             with contextlib.suppress(OSError):
                 self.sock.close()

@@ -762,8 +762,23 @@ def run_candidate(
 
 
 def _serve_run(server, host: HostRun, code, entry, limits: dict) -> Outcome:
+    try:
+        pid, sock = server.fork(limits)
+    except forkserver.ServerGone:
+        # An earlier run of this program stopped or killed the server (a fresh one
+        # serves the next request).
+        host.outcome.failure = ("runtime_error", forkserver.SERVER_GONE, None)
+        return host.outcome
+    try:
+        return _serve_forked(server, host, code, entry, limits, pid, sock)
+    except forkserver.ServerGone:
+        forkserver.kill_session(pid)
+        host.outcome.failure = ("runtime_error", forkserver.SERVER_GONE, None)
+        return host.outcome
+
+
+def _serve_forked(server, host: HostRun, code, entry, limits: dict, pid, sock) -> Outcome:
     loop = host.loop
-    pid, sock = server.fork(limits)
     channel = Channel(sock)
     started = time.monotonic()
     try:
