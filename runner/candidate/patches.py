@@ -1,9 +1,10 @@
 """What blocks and what is deterministic in the candidate's process.
 
 - ``time.sleep(s)`` is a blocking stall of ``s`` simulated seconds (nothing else runs);
-- ``time.time/monotonic/perf_counter`` (and ``_ns``) read the virtual clock, and each read
-  from the candidate's file costs ``CLOCK_READ_COST`` of blocking time, so a busy-wait on
-  the clock costs what it waits and ends;
+- ``time.time/monotonic/perf_counter/process_time/thread_time/clock_gettime`` (and
+  ``_ns``) and ``datetime.now/utcnow/today``, ``date.today`` read the virtual clock, and
+  each read from the candidate's file costs ``CLOCK_READ_COST`` of blocking time, so a
+  busy-wait on the clock costs what it waits and ends;
 - threads and executors run their function inline, blocking, and are reported: there is
   one thread, so work hidden in another would look free;
 - classes the candidate defines without their own ``__hash__`` hash by creation order
@@ -55,9 +56,11 @@ def install(runtime: Runtime, filename: str) -> None:
     time.sleep = sleep
     time.time = make_clock(WALL_CLOCK_BASE, False)
     time.time_ns = make_clock(WALL_CLOCK_BASE, True)
-    for name in ("monotonic", "perf_counter"):
+    for name in ("monotonic", "perf_counter", "process_time", "thread_time"):
         setattr(time, name, make_clock(0.0, False))
         setattr(time, name + "_ns", make_clock(0.0, True))
+    _install_virtual_clock_gettime(make_clock)
+    _install_virtual_datetime()
 
     def thread_start(self) -> None:
         runtime.note("threading.Thread")
@@ -93,6 +96,47 @@ def install(runtime: Runtime, filename: str) -> None:
 
     _install_stable_hashes(filename)
     _install_fixed_entropy()
+
+
+def _install_virtual_clock_gettime(make_clock) -> None:
+    """``time.clock_gettime(any clock)`` reads the virtual clock too (the wall-clock ones
+    with time.time()'s base), so no clock in the time module reads the real one."""
+    wall, wall_ns = make_clock(WALL_CLOCK_BASE, False), make_clock(WALL_CLOCK_BASE, True)
+    run, run_ns = make_clock(0.0, False), make_clock(0.0, True)
+    walls = {getattr(time, n) for n in ("CLOCK_REALTIME", "CLOCK_TAI") if hasattr(time, n)}
+    time.clock_gettime = lambda clock, /: wall() if clock in walls else run()
+    time.clock_gettime_ns = lambda clock, /: wall_ns() if clock in walls else run_ns()
+
+
+def _install_virtual_datetime() -> None:
+    """``datetime.now()``, ``utcnow()``, ``today()`` and ``date.today()`` come from the
+    virtual wall clock (time.time()): the C types read the real clock themselves, so the
+    module's classes are replaced by subclasses that ask time.time()."""
+    import datetime as module
+
+    real_datetime, real_date = module.datetime, module.date
+
+    class datetime(real_datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return cls.fromtimestamp(time.time(), tz)
+
+        @classmethod
+        def utcnow(cls):
+            return cls.fromtimestamp(time.time(), module.UTC).replace(tzinfo=None)
+
+        @classmethod
+        def today(cls):
+            return cls.fromtimestamp(time.time())
+
+    class date(real_date):
+        @classmethod
+        def today(cls):
+            return cls.fromtimestamp(time.time())
+
+    for cls in (datetime, date):
+        cls.__module__, cls.__qualname__ = "datetime", cls.__name__
+    module.datetime, module.date = datetime, date
 
 
 ENTROPY_SEED = 0x0E71A9  # the one sequence every run draws "OS entropy" from

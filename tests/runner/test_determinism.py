@@ -163,3 +163,37 @@ def test_addresses_a_program_prints_or_raises_are_numbered_alike_in_every_proces
     assert result["stdout"] == " ".join(printed) + "\n"
     assert "coroutine object Trainer.work at @3> for " + job.format("@1") in result["message"]
     assert "0x" not in outputs[0]
+
+
+READS_THE_CLOCKS = """
+import datetime
+import time
+from datetime import date, datetime as dt
+
+
+class Trainer:
+    def __init__(self, cluster):
+        self.model = cluster.model
+
+    def train(self):
+        print(datetime.datetime.now().isoformat(), dt.utcnow().isoformat(), dt.today(),
+              date.today(), time.clock_gettime(time.CLOCK_REALTIME),
+              time.clock_gettime_ns(time.CLOCK_MONOTONIC), time.process_time(),
+              time.thread_time_ns(), dt.now(datetime.timezone.utc).year)
+        return self.model
+"""
+
+
+def test_every_clock_a_program_can_read_is_the_virtual_one(tmp_path):
+    """datetime.now(), clock_gettime, process_time... read the real clock unless patched:
+    printed, they made every result document different. Two processes, two gradings each
+    (a run is graded several times): byte-identical output, at the virtual clock's date."""
+    path = tmp_path / "clocks.py"
+    path.write_text(READS_THE_CLOCKS)
+    outputs = [
+        json.loads(run_cli("grade", "async-gradient-accumulation", str(path), "--seeds", "2")
+                   .stdout)["stdout"]
+        for _ in range(2)
+    ]
+    assert len(set(outputs)) == 1, outputs
+    assert outputs[0].startswith("2023-11-14T")  # WALL_CLOCK_BASE, not today
