@@ -372,13 +372,17 @@ SYSV_IPC = (("/proc/sysvipc/shm", "shmctl"), ("/proc/sysvipc/msg", "msgctl"),
 
 
 def _wipe(folder: str) -> None:
-    """Remove everything inside ``folder`` (the folder itself stays)."""
+    """Remove everything inside ``folder`` (the folder itself stays). A link is removed,
+    never followed (a job may leave one pointing anywhere)."""
     if not os.path.isdir(folder):
         return
     for root, dirs, _files in os.walk(folder):
         for name in dirs:  # jobs leave read-only folders (write_files): make them writable
+            path = os.path.join(root, name)
+            if os.path.islink(path):
+                continue
             with contextlib.suppress(OSError):
-                os.chmod(os.path.join(root, name), 0o700, follow_symlinks=False)
+                os.chmod(path, 0o700)
     for name in os.listdir(folder):
         path = os.path.join(folder, name)
         if os.path.isdir(path) and not os.path.islink(path):
@@ -412,10 +416,36 @@ def _others_alive() -> bool:
     return any(name.isdigit() and name != me for name in os.listdir("/proc"))
 
 
+def own_attributes() -> dict:
+    """What a job could change of this process through its shared uid (prlimit, renice,
+    sched_setscheduler, sched_setaffinity, oom_score_adj) and every later job would
+    inherit: recorded at start, compared after each job."""
+    found: dict = {"rlimits": {}}
+    for name in dir(resource):
+        if name.startswith("RLIMIT_"):
+            with contextlib.suppress(OSError, ValueError):
+                found["rlimits"][name] = resource.getrlimit(getattr(resource, name))
+    with contextlib.suppress(OSError):
+        found["nice"] = os.getpriority(os.PRIO_PROCESS, 0)
+    with contextlib.suppress(OSError, AttributeError):
+        found["scheduler"] = os.sched_getscheduler(0)
+    with contextlib.suppress(OSError, AttributeError):
+        found["affinity"] = sorted(os.sched_getaffinity(0))
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj") as handle:
+        found["oom_score_adj"] = handle.read().strip()
+    return found
+
+
+START_ATTRIBUTES: dict = {}
+
+
 def reset_between_jobs(job: dict) -> bool:
-    """Leave nothing of the job behind; False when that cannot be made sure of."""
+    """Leave nothing of the job behind; False when that cannot be made sure of (then this
+    sandbox serves no other job: the pool replaces it)."""
     if os.getpid() != 1:
         return False  # only PID 1 of its own namespace can know every process is gone
+    if START_ATTRIBUTES and own_attributes() != START_ATTRIBUTES:
+        return False  # the job changed this process's limits, priority or placement
     try:
         deadline = time.monotonic() + 2.0
         while _others_alive():
@@ -428,7 +458,7 @@ def reset_between_jobs(job: dict) -> bool:
         for folder in {*WRITABLE, job.get("tmp_dir", "/tmp")}:
             _wipe(folder)
         _remove_sysv_ipc()
-    except (OSError, ValueError, IndexError):
+    except Exception:  # whatever a job left that the reset cannot handle: not reused
         return False
     return True
 
@@ -468,6 +498,14 @@ def main(argv: list[str]) -> int:
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]
     _prctl_dumpable(0)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    if os.getpid() == 1:
+        # The kernel delivers a signal from inside the namespace to its PID 1 only when
+        # PID 1 handles it: with the defaults, a job's SIGINT or SIGTERM is dropped (Python
+        # would otherwise raise KeyboardInterrupt here and end the sandbox).
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1,
+                    signal.SIGUSR2, signal.SIGQUIT):
+            signal.signal(sig, signal.SIG_DFL)
+    START_ATTRIBUTES.update(own_attributes())
     preload = []
     idle_timeout_s = None
     announce = False

@@ -196,6 +196,59 @@ def test_nothing_of_a_job_reaches_the_next_one_in_a_served_sandbox():
     assert_nothing_left("docker")
 
 
+POISON_PID_1 = program(
+    "import resource, signal\n"
+    "resource.prlimit(1, resource.RLIMIT_NOFILE, (64, 64))\n"
+    "resource.prlimit(1, resource.RLIMIT_NPROC, (8, 8))\n"
+    "os.setpriority(os.PRIO_PROCESS, 1, 19)\n"
+    "os.sched_setaffinity(1, {min(os.sched_getaffinity(0))})\n"
+    "os.kill(1, signal.SIGINT)\n"
+    "os.kill(1, signal.SIGTERM)\n"
+    "os.symlink('/', '/tmp/root-link')\n"
+    "os.makedirs('/tmp/d'); os.symlink('/proc', '/tmp/d/proc-link')\n"
+    "time.sleep(0.2)\n"
+    + report("pass")
+)
+DEFAULTS = program(
+    "import resource\n"
+    + report(
+        "pass",
+        nofile="resource.getrlimit(resource.RLIMIT_NOFILE)[0]",
+        nice="os.getpriority(os.PRIO_PROCESS, 0)",
+        cpus="len(os.sched_getaffinity(0))",
+    )
+)
+
+
+@pytest.mark.docker
+def test_a_job_that_poisons_pid_1_gets_its_own_verdict_and_the_next_job_the_defaults():
+    """Same uid as the sandbox's PID 1, a job lowers PID 1's limits, renices it, pins it
+    to one CPU, sends it SIGINT and SIGTERM and leaves links in /tmp. Its own result is
+    its own (no sandbox_error), and the next job, through the pool of one, runs with the
+    limits, priority and CPUs a fresh sandbox gives."""
+    require("docker")
+    from runner.sandbox.limits import Limits
+    from runner.sandbox.pool import start_pool, stop_pool
+
+    limits = Limits.from_mapping(FAST)
+    fresh = metrics(run_script(DEFAULTS, backend="docker", limits=limits))
+    pool = start_pool("docker", size=1, limits=limits)
+    try:
+        assert pool.wait_full(120), "the pool never became ready"
+        attack = run_script(POISON_PID_1, backend="docker", limits=limits)
+        assert attack["status"] == "pass", attack
+        assert attack["verdict"] not in ("sandbox_error", "internal_error")
+        assert pool.wait_full(120)
+        after = run_script(DEFAULTS, backend="docker", limits=limits)
+        assert after["status"] == "pass", after
+        seen = metrics(after)
+        assert (seen["nofile"], seen["nice"], seen["cpus"]) == (
+            fresh["nofile"], fresh["nice"], fresh["cpus"]), (seen, fresh)
+    finally:
+        stop_pool()
+    assert_nothing_left("docker")
+
+
 @pytest.mark.parametrize("backend", [backend_param("docker"), backend_param("bwrap")])
 def test_a_killed_worker_leaves_nothing_after_the_reaper(backend, tmp_path):
     """A worker SIGKILLed mid-run: its sandbox dies or is reaped at the next start."""
