@@ -218,3 +218,15 @@ def test_the_candidate_never_sees_the_interviewers_login_name(live_session, inte
     interviewer.first_name, interviewer.last_name = "Ada", "Byron"
     interviewer.save()
     assert pad.author_for_interviewer(interviewer).name == "Ada Byron"
+
+
+def test_a_renewed_candidate_link_gets_a_page_that_says_what_to_do(client, live_session):
+    from interviews import services as session_services
+
+    old = live_session.token
+    session_services.token_renew(session=live_session)
+    response = client.get(f"/c/{old}/")
+    assert response.status_code == 404
+    body = response.content.decode()
+    assert "Ask your interviewer for the current link" in body
+    assert "<link rel=\"stylesheet\"" in body  # the site's page, not a bare "Not Found"
