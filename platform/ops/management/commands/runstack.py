@@ -34,7 +34,11 @@ class Command(BaseCommand):
         stack = Stack(settings.ROOT, settings.VAR_DIR, port or bound_port, redis_port,
                       log=lambda line: self.stdout.write(f"[overlap] {line}"), host=host,
                       workers=workers, concurrency=concurrency)
+        # Ctrl-C and `kill` stop the stack even when it was started with SIGINT ignored
+        # (a shell's background job without job control): Python then installs no
+        # KeyboardInterrupt handler of its own.
         signal.signal(signal.SIGTERM, _interrupt)
+        signal.signal(signal.SIGINT, _interrupt)
         try:
             stack.start()
             mode = "DEBUG on (development only)" if settings.DEBUG else "DEBUG off"
