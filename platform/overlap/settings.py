@@ -241,6 +241,11 @@ OVERLAP_GPU_QUEUE_WAIT_SECONDS = env_int("OVERLAP_GPU_QUEUE_WAIT_SECONDS", 60)
 # The live pad (interviews/pad.py, realtime/): bounds on what a browser may send.
 OVERLAP_PAD_MESSAGE_BYTES = env_int("OVERLAP_PAD_MESSAGE_BYTES", 256 * 1024)
 OVERLAP_PAD_UPDATES_PER_10S = env_int("OVERLAP_PAD_UPDATES_PER_10S", 200)
+# What a connection may ask of the history per 10 s: a pull costs 1 plus 1 per 100 updates
+# it returns (a pull of a long history is not a keystroke).
+OVERLAP_PAD_PULL_BUDGET_PER_10S = env_int("OVERLAP_PAD_PULL_BUDGET_PER_10S", 30)
+# Open pad sockets per candidate link, and per interviewer and session, in one web process.
+OVERLAP_PAD_SOCKETS_PER_CLIENT = env_int("OVERLAP_PAD_SOCKETS_PER_CLIENT", 4)
 OVERLAP_PAD_QUOTA_BYTES = env_int("OVERLAP_PAD_QUOTA_BYTES", 4 * 1024 * 1024)
 # The candidate's link stops working this many hours after the session ended.
 OVERLAP_CANDIDATE_LINK_HOURS = env_int("OVERLAP_CANDIDATE_LINK_HOURS", 72)

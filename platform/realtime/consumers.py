@@ -36,6 +36,10 @@ from interviews.push import group_name
 
 CLOSE_NOT_ALLOWED = 4403
 CLOSE_GONE = 4410
+CLOSE_TOO_MANY = 4429
+PULL_UPDATES_PER_TOKEN = 100
+# Open sockets per client key (candidate link or interviewer + session), in this process.
+_OPEN: dict[tuple, set[str]] = {}
 PRESENCE_MIN_INTERVAL = 0.03
 # Fields of a group event each side may receive (anything else is dropped).
 CANDIDATE_EVENTS = {
@@ -80,6 +84,16 @@ class PadConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_NOT_ALLOWED)
             return
         self.session_id = session.pk
+        self.client_key = self._client_key(session)
+        open_here = _OPEN.setdefault(self.client_key, set())
+        if len(open_here) >= settings.OVERLAP_PAD_SOCKETS_PER_CLIENT:
+            # Every open tab costs presence messages and history reads for everyone in
+            # the session: a few per person are plenty.
+            await self.close(code=CLOSE_TOO_MANY)
+            return
+        open_here.add(self.channel_name)
+        self.pull_tokens = float(settings.OVERLAP_PAD_PULL_BUDGET_PER_10S)
+        self.pull_at = time.monotonic()
         self.author = await self._author(session)
         self.group = group_name(session.pk)
         self.last_presence = 0.0
@@ -95,6 +109,11 @@ class PadConsumer(AsyncWebsocketConsumer):
 
     async def disconnect(self, code):
         self.closed = True
+        key = getattr(self, "client_key", None)
+        if key is not None and key in _OPEN:
+            _OPEN[key].discard(self.channel_name)
+            if not _OPEN[key]:
+                del _OPEN[key]
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
             await self.channel_layer.group_send(self.group, {
@@ -119,8 +138,7 @@ class PadConsumer(AsyncWebsocketConsumer):
         elif kind == "pull":
             version = message.get("version")
             if isinstance(version, int) and version >= 0:
-                await self._send({"type": "updates", "version": version,
-                                  "updates": await self._since(version), "pulled": True})
+                await self._pull(version)
         elif kind == "presence":
             await self._presence(message)
         elif kind == "chat":
@@ -136,6 +154,26 @@ class PadConsumer(AsyncWebsocketConsumer):
             return None
         return {"peer": self.channel_name[-12:], "name": self.author.name,
                 "role": self.author.role, "anchor": anchor, "head": head}
+
+    def _client_key(self, session) -> tuple:
+        return (self.role, session.pk)
+
+    async def _pull(self, version: int) -> None:
+        """The history since ``version``, priced by what it costs: 1 token, plus one per
+        PULL_UPDATES_PER_TOKEN updates it returned (charged after, so a long pull leaves
+        the budget in debt); refused while the budget is empty."""
+        now = time.monotonic()
+        budget = float(settings.OVERLAP_PAD_PULL_BUDGET_PER_10S)
+        self.pull_tokens = min(budget, self.pull_tokens + (now - self.pull_at) * budget / 10)
+        self.pull_at = now
+        if self.pull_tokens < 1:
+            await self._send({"type": "refused", "message":
+                              "Too many requests for the pad's history; wait a few seconds."})
+            return
+        updates = await self._since(version)
+        self.pull_tokens -= 1 + len(updates) / PULL_UPDATES_PER_TOKEN
+        await self._send({"type": "updates", "version": version, "updates": updates,
+                          "pulled": True})
 
     def _rate_ok(self, count: int) -> bool:
         """A token bucket per connection (the database keeps a per-session limit too)."""
@@ -273,6 +311,9 @@ class CandidatePadConsumer(PadConsumer):
 class InterviewerPadConsumer(PadConsumer):
     role = PadUpdate.INTERVIEWER
     allowed = INTERVIEWER_EVENTS
+
+    def _client_key(self, session) -> tuple:
+        return (self.role, session.pk, self.scope["user"].pk)
 
     @database_sync_to_async
     def _load_session(self):

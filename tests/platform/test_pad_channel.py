@@ -5,6 +5,7 @@ import asyncio
 import pytest
 from asgiref.sync import async_to_sync
 
+from interviews import pad
 from tests.platform.ws_client import WebsocketCommunicator
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -122,7 +123,7 @@ def test_chat_is_stored_and_pushed_to_both_sides(live_session, staff_client):
         return got, back
 
     got, back = async_to_sync(scenario)()
-    assert got["message"]["text"] == "Take your time." and got["message"]["author"] == "ada"
+    assert got["message"]["text"] == "Take your time." and got["message"]["author"] == "Interviewer"
     assert back["message"]["text"] == "Thanks!" and back["message"]["role"] == "candidate"
     assert list(live_session.chat_messages.values_list("text", flat=True)) == [
         "Take your time.", "Thanks!"]
@@ -307,3 +308,52 @@ def test_an_event_for_a_browser_that_just_left_is_dropped_not_raised():
 
     gone = async_to_sync(scenario)()
     assert gone.closed is True and len(sent) == 1
+
+
+def test_pulls_of_a_long_history_are_priced_and_a_flood_is_refused(live_session, settings):
+    """A pull costs the server a read of the history: one socket asking again and again
+    for a long one is refused after its budget, without reading it again."""
+    settings.OVERLAP_PAD_PULL_BUDGET_PER_10S = 5
+    text = live_session.pad_text
+    for i in range(300):  # a long history: 300 updates
+        pad.pad_push(session_id=live_session.pk, version=i,
+                     updates=[{"clientID": "c", "changes": [[0, "x"], len(text) + i]}],
+                     author=pad.author_for_candidate(live_session), check_rate=False)
+
+    async def scenario():
+        cand = _candidate(live_session)
+        await cand.connect()
+        await _next(cand, "hello")
+        answers = []
+        for _ in range(4):
+            await cand.send_json_to({"type": "pull", "version": 0})
+            answers.append(await cand.receive_json_from())
+        await cand.disconnect()
+        return answers
+
+    answers = async_to_sync(scenario)()
+    assert answers[0]["type"] == "updates" and len(answers[0]["updates"]) == 300
+    # 1 + 300/100 = 4 of the 5 tokens: the next pull still passes, then the budget is
+    # in debt and pulls are refused until it refills.
+    assert answers[1]["type"] == "updates"
+    assert [a["type"] for a in answers[2:]] == ["refused", "refused"]
+    assert "Too many requests" in answers[2]["message"]
+
+
+def test_one_candidate_link_may_open_only_a_few_sockets(live_session, settings):
+    settings.OVERLAP_PAD_SOCKETS_PER_CLIENT = 2
+
+    async def scenario():
+        sockets = [_candidate(live_session) for _ in range(3)]
+        results = [await ws.connect() for ws in sockets]
+        await sockets[0].disconnect()
+        again = _candidate(live_session)
+        reopened = await again.connect()
+        for ws in (sockets[1], again):
+            await ws.disconnect()
+        return results, reopened
+
+    results, reopened = async_to_sync(scenario)()
+    assert [ok for ok, _ in results] == [True, True, False]
+    assert results[2][1] == 4429
+    assert reopened[0] is True  # a closed tab frees its place
