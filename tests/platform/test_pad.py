@@ -53,7 +53,7 @@ def test_updates_are_applied_in_order_and_each_is_stored_with_who_and_when(live_
     assert live_session.pad_text == "# b\n# a\n" + start
     assert live_session.pad_version == 2
     rows = list(live_session.pad_updates.values_list("version", "role", "author"))
-    assert rows == [(1, "candidate", "Lin"), (2, "interviewer", "ada")]
+    assert rows == [(1, "candidate", "Lin"), (2, "interviewer", "Interviewer")]  # no login name
     assert pad.pad_text_at(live_session, 1) == "# a\n" + start
     assert pad.pad_text_at(live_session, 0) == start
 
