@@ -29,6 +29,29 @@ def _redis() -> dict:
     return {}
 
 
+def sandbox_problem(worker: dict) -> str | None:
+    """Why this worker cannot grade, from the sandbox report in its heartbeat (None: it
+    can, or it has not reported yet)."""
+    report = worker.get("sandbox_report") or {}
+    if not report:
+        return None
+    if report.get("error"):
+        return f"its sandbox check failed ({report['error']})"
+    chosen = report.get("chosen")
+    if not chosen:
+        problems = report.get("problems") or {}
+        named = report.get("configured") or "auto"
+        why = problems.get(named) or "; ".join(f"{k}: {v}" for k, v in problems.items() if v)
+        return f"no sandbox it may use works ({named}: {why})"[:300]
+    image = report.get("image") or {}
+    if chosen == "docker" and image.get("present") is False:
+        return f"the sandbox image {image.get('name')} is missing (docker/sandbox/build.sh)"
+    if chosen == "docker" and image.get("fresh") is False:
+        return (f"the sandbox image {image.get('name')} was built from other runner "
+                "sources (rebuild it: docker/sandbox/build.sh)")
+    return None
+
+
 def _worker() -> dict:
     workers = heartbeat.workers_online()
     hosts = sorted({w["hostname"] for w in workers})
@@ -36,6 +59,11 @@ def _worker() -> dict:
     if not hosts:
         return {"ok": False, "error": "no Celery worker heartbeat in the last "
                 f"{settings.OVERLAP_WORKER_STALE_SECONDS} s", "workers": []}
+    problems = {w["hostname"]: sandbox_problem(w) for w in workers}
+    if all(problems.values()):  # every worker online reports it cannot run a sandbox
+        host, why = sorted(problems.items())[0]
+        return {"ok": False, "workers": hosts, "queues": queues,
+                "error": f"no worker can grade: {host}: {why}"}
     return {"workers": hosts, "queues": queues,
             "last_beat_s": round(time.time() - workers[0]["at"], 1)}
 

@@ -74,12 +74,52 @@ def test_health_is_503_and_says_why_when_no_worker_beats(client):
     assert "no Celery worker heartbeat" in report["checks"]["worker"]["error"]
 
 
-def test_health_is_200_with_a_live_worker(client, worker):
-    response = client.get("/healthz")
+@pytest.fixture
+def grading_worker(transactional_db, django_db_blocker, settings, monkeypatch):
+    """A real worker whose sandbox works (the process backend, allowed here)."""
+    settings.OVERLAP_SANDBOX = "process"
+    monkeypatch.setenv("OVERLAP_SANDBOX_ALLOW_PROCESS", "1")
+    with django_db_blocker.unblock(), start_worker(
+        app, pool="solo", perform_ping_check=False, shutdown_timeout=10,
+        queues=["default"], hostname="grading@monitoring-tests",
+    ) as running:
+        yield running
+    from monitoring import signals
+
+    signals._worker_stops()
+
+
+def _health_once_reported(client, hostname, configured):
+    """/healthz once the worker's heartbeat carries its own sandbox report (a thread of
+    the worker writes it just after start; an earlier test's worker had the same key)."""
+    from monitoring.heartbeat import forget, workers_online
+
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        for other in workers_online():  # an earlier test's worker, its key not yet expired
+            if other["hostname"] != hostname:
+                forget(hostname=other["hostname"], pid=other["pid"])
+        mine = [w for w in workers_online() if w["hostname"] == hostname]
+        if mine and (mine[0].get("sandbox_report") or {}).get("configured") == configured:
+            break
+        time.sleep(0.1)
+    return client.get("/healthz")
+
+
+def test_health_is_200_with_a_live_worker(client, grading_worker):
+    response = _health_once_reported(client, grading_worker.hostname, "process")
     assert response.status_code == 200, response.json()
     report = response.json()
-    assert report["checks"]["worker"]["workers"] == [worker.hostname]
+    assert report["checks"]["worker"]["workers"] == [grading_worker.hostname]
     assert "default" in report["checks"]["worker"]["queues"]
+
+
+def test_health_is_503_when_the_only_worker_cannot_start_a_sandbox(client, worker):
+    # The `worker` fixture's docker image does not exist: every run it took would fail.
+    response = _health_once_reported(client, worker.hostname, "docker")
+    assert response.status_code == 503, response.json()
+    error = response.json()["checks"]["worker"]["error"]
+    assert worker.hostname in error and "no-such-image-for-monitoring-tests" in error
 
 
 def test_health_is_503_when_redis_is_down(client, settings):
@@ -257,3 +297,27 @@ def test_public_health_says_up_or_down_and_names_no_host(client, settings):
     detailed = client.get("/healthz", REMOTE_ADDR="198.51.100.4",
                           HTTP_AUTHORIZATION="Bearer s3cret-token")
     assert "checks" in detailed.json()
+
+
+def test_health_is_down_when_every_worker_reports_it_cannot_run_a_sandbox(client):
+    """A worker told to use docker whose image is missing beats like any other, but every
+    run it takes fails: /healthz says so, naming the worker and the reason."""
+    from monitoring.heartbeat import beat, forget
+
+    broken = {"configured": "docker", "chosen": "",
+              "problems": {"docker": "image overlap-sandbox:latest not found", "bwrap": None}}
+    beat(hostname="broken-host", queues=["default"], pid=777, sandbox=broken)
+    try:
+        response = client.get("/healthz")
+        assert response.status_code == 503
+        worker = response.json()["checks"]["worker"]
+        assert worker["ok"] is False
+        assert "broken-host" in worker["error"] and "image overlap-sandbox:latest" in \
+            worker["error"]
+        # A second worker that can grade makes the site healthy again.
+        beat(hostname="good-host", queues=["default"], pid=778,
+             sandbox={"configured": "auto", "chosen": "bwrap", "problems": {}})
+        assert client.get("/healthz").status_code == 200
+    finally:
+        forget(hostname="broken-host", pid=777)
+        forget(hostname="good-host", pid=778)
