@@ -182,6 +182,17 @@ def test_two_tabs_merge_indentation_is_four_spaces_and_the_error_line_is_marked(
         + '</strong></div>')""")
     expect(first.locator(".cm-line.cm-error-line")).to_have_count(1)
     expect(first.locator(".cm-line.cm-error-line")).to_contain_text("return 1")
+    # An error far down the file is scrolled into view ("marked in the editor").
+    first.evaluate("""() => { const v = window.overlapEditor;
+        v.dispatch({changes: {from: v.state.doc.length,
+                              insert: Array.from({length: 150}, (_, i) => '\\nx_' + i).join('')}});
+        v.scrollDOM.scrollTop = 0; }""")
+    line = first.evaluate("window.overlapEditor.state.doc.lines") - 5
+    first.evaluate(f"""document.getElementById('run-result').insertAdjacentHTML('beforeend',
+        '<div class="run run-fail" id="run-77" data-error-line="{line}"><strong '
+        + 'class="verdict">Runtime error</strong></div>')""")
+    expect(first.locator(".cm-line.cm-error-line")).to_contain_text("x_")
+    expect(first.locator(".cm-line.cm-error-line")).to_be_in_viewport()
 
 
 def test_pasted_text_the_server_cannot_store_is_shown_as_u_fffd_and_typing_goes_on(

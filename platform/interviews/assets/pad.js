@@ -416,10 +416,19 @@ function setup(host) {
   // ---- the error line of the latest run, marked in the editor ----
   const results = document.getElementById("run-result") || document.getElementById("runs");
   if (results) {
+    let shownRun = null;  // the run whose error line was last scrolled to
     const mark = () => {
       if (!view) return;
       const run = results.querySelector(".run[data-error-line]");
-      view.dispatch({ effects: setErrorLine.of(run ? Number(run.dataset.errorLine) : 0) });
+      const line = run ? Number(run.dataset.errorLine) : 0;
+      const effects = [setErrorLine.of(line)];
+      // "The error is on line N (marked in the editor)": bring it into view, once per run.
+      const key = run ? (run.id || "") + ":" + line : null;
+      if (line > 0 && line <= view.state.doc.lines && key !== shownRun) {
+        effects.push(EditorView.scrollIntoView(view.state.doc.line(line).from, { y: "center" }));
+        shownRun = key;
+      }
+      view.dispatch({ effects });
     };
     new MutationObserver(mark).observe(results, { childList: true, subtree: true });
   }
