@@ -18,3 +18,6 @@ urlpatterns = [
     path("healthz/live", monitoring.liveness, name="liveness"),
     path("metrics", monitoring.metrics_view, name="metrics"),
 ]
+
+# A database that cannot be reached answers 503 "briefly unavailable", other errors 500.
+handler500 = "security.errors.server_error"

@@ -90,3 +90,4 @@ class NulCharacterMiddleware:
                 if "\x00" in key or any("\x00" in value for value in values):
                     return HttpResponse(self.MESSAGE, status=400, content_type="text/plain")
         return self.get_response(request)
+

@@ -115,3 +115,36 @@ def test_https_through_the_proxy_gets_hsts_and_secure_cookies(client, behind_tls
 def test_probes_reach_health_over_plain_http_behind_tls(client, behind_tls):
     assert client.get("/healthz/live").status_code == 200
     assert client.get("/healthz").status_code in (200, 503)  # answered, not redirected
+
+
+
+def test_a_database_outage_is_a_clear_503_not_a_bare_500():
+    """PostgreSQL stopped: every page fails at its first query (the session, the login
+    check, the view). The site's error handler answers 503 "briefly unavailable, your
+    work is kept" with Retry-After, and a plain 500 for anything else; neither page
+    touches the database."""
+    from django.db import OperationalError
+    from django.test import RequestFactory
+
+    from overlap import urls
+    from security.errors import server_error
+
+    assert urls.handler500 == "security.errors.server_error"
+    request = RequestFactory().get("/exercises/")
+    try:
+        raise OperationalError("connection to server at 127.0.0.1 failed: Connection refused")
+    except OperationalError:
+        answer = server_error(request)
+    assert answer.status_code == 503 and answer["Retry-After"] == "5"
+    assert "Nothing is lost" in answer.content.decode()
+    htmx = RequestFactory().get("/c/x/run/", HTTP_HX_REQUEST="true")
+    try:
+        raise OperationalError("gone")
+    except OperationalError:
+        assert "your work is kept" in server_error(htmx).content.decode()
+    try:
+        raise ValueError("a bug")
+    except ValueError:
+        other = server_error(request)
+    assert other.status_code == 500 and "wait a few seconds and reload" in \
+        other.content.decode()
