@@ -82,7 +82,9 @@ def content(transactional_db):
 
 @pytest.fixture
 def interviewer_login(transactional_db):
-    user = User.objects.create_user("ada", password=PASSWORD)
+    # A display name: what candidates see of the interviewer (never the login, "ada").
+    user = User.objects.create_user("ada", password=PASSWORD, first_name="Ada",
+                                    last_name="Byron")
     user.groups.add(Group.objects.get_or_create(name="interviewers")[0])
     return user
 

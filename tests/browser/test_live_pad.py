@@ -92,13 +92,13 @@ def test_interviewer_and_candidate_type_at_once_and_end_with_the_same_text(
     assert len(session.pad_text) == len(start) + 400  # nothing lost, nothing doubled
     assert errors == []
     assert session.pad_updates.filter(role="candidate").exists()
-    assert session.pad_updates.filter(role="interviewer", author="ada").exists()
+    assert session.pad_updates.filter(role="interviewer", author="Ada Byron").exists()
 
     # Each side sees the other's named cursor.
     expect(interviewer.locator(".remote-cursor-name", has_text="Lin Chen")).to_be_visible()
-    assert "ada" in candidate.evaluate("window.overlapPad.peers()")
+    assert "Ada Byron" in candidate.evaluate("window.overlapPad.peers()")
     candidate.keyboard.press("Control+Home")  # line 1, where the interviewer typed
-    expect(candidate.locator(".remote-cursor-name", has_text="ada")).to_be_visible()
+    expect(candidate.locator(".remote-cursor-name", has_text="Ada Byron")).to_be_visible()
     interviewer.screenshot(path=str(artifacts / "pad-interviewer-1440.png"))
     candidate.screenshot(path=str(artifacts / "pad-candidate-1440.png"))
 
@@ -188,9 +188,10 @@ def test_two_tabs_merge_indentation_is_four_spaces_and_the_error_line_is_marked(
                               insert: Array.from({length: 150}, (_, i) => '\\nx_' + i).join('')}});
         v.scrollDOM.scrollTop = 0; }""")
     line = first.evaluate("window.overlapEditor.state.doc.lines") - 5
-    first.evaluate(f"""document.getElementById('run-result').insertAdjacentHTML('beforeend',
+    # A new run's result replaces the pane, as htmx swaps it.
+    first.evaluate(f"""document.getElementById('run-result').innerHTML =
         '<div class="run run-fail" id="run-77" data-error-line="{line}"><strong '
-        + 'class="verdict">Runtime error</strong></div>')""")
+        + 'class="verdict">Runtime error</strong></div>'""")
     expect(first.locator(".cm-line.cm-error-line")).to_contain_text("x_")
     expect(first.locator(".cm-line.cm-error-line")).to_be_in_viewport()
 

@@ -37,7 +37,7 @@ def test_lobby_keeps_its_card_and_opens_the_pad_when_the_interviewer_starts(
     expect(candidate.locator(".lobby h1")).to_have_text("Welcome, Lin Chen")
     candidate.wait_for_timeout(2500)  # two polls later the card is still there
     expect(candidate.locator(".lobby h1")).to_be_visible()
-    expect(candidate.locator("#lobby-interviewer")).to_have_text("Interviewer")  # no login name
+    expect(candidate.locator("#lobby-interviewer")).to_have_text("Ada Byron")  # not "ada"
 
     staff = _staff_page(browser, asgi_server, log_in, 1440)
     staff.goto(f"{asgi_server}/sessions/{session.pk}/")
@@ -105,7 +105,7 @@ def test_scorecard_plays_back_and_prints_every_line_of_code(
     staff.goto(f"{asgi_server}/sessions/{session.pk}/scorecard/")
     player = staff.locator("#playback")
     expect(player).to_have_attribute("data-ready", "true")
-    expect(player.locator(".playback-who")).to_contain_text("ada (interviewer)")
+    expect(player.locator(".playback-who")).to_contain_text("Ada Byron (interviewer)")
     player.locator(".playback-scrub").fill("1")
     expect(player.locator(".playback-who")).to_contain_text("Lin Chen (candidate)")
     expect(player.locator(".playback-code")).not_to_contain_text("# reviewed")
