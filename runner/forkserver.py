@@ -189,12 +189,7 @@ def _state(pid: int) -> str:
 def running(pid: int) -> bool:
     """Whether ``pid`` is alive: neither gone nor a zombie waiting for its parent's reap
     (/proc: works for processes that are not our children)."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            state = handle.read().rpartition(")")[2].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
+    return _state(pid) not in ("Z", "X")
 
 
 class _Twin:

@@ -35,7 +35,6 @@ the clock stops, must equal it there: a run cannot answer before its weights exi
 from __future__ import annotations
 
 import asyncio
-import builtins
 import contextlib
 import inspect
 import linecache
@@ -45,7 +44,6 @@ import resource
 import signal
 import socket
 import sys
-import types
 import warnings
 from contextlib import contextmanager
 
@@ -70,6 +68,7 @@ from runner.gpu_kit import (  # noqa: E402
 from runner.gpu_timing import Clock  # noqa: E402
 from runner.harness import (  # noqa: E402
     Program,
+    candidate_module,
     captured,
     exception_message,
     missing_entry_point,
@@ -279,11 +278,7 @@ class Session:
         )
 
     def _train(self, program, recorder, out, err, syncs, watch):
-        # A real module in sys.modules (dataclasses, typing and pickle look it up there).
-        module = types.ModuleType("__candidate__")
-        module.__file__, module.__builtins__ = program.path, builtins
-        sys.modules[module.__name__] = module
-        namespace = module.__dict__
+        namespace = candidate_module(program.path).__dict__
         try:
             with captured(out, err):
                 exec(program.code, namespace)

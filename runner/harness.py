@@ -14,7 +14,7 @@ from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from io import StringIO
 from pathlib import Path
-from types import CodeType
+from types import CodeType, ModuleType
 
 from runner.contract import TRACEBACK_LIMIT, clip, make_result
 
@@ -140,3 +140,16 @@ def syntax_result(exercise, exc: SyntaxError, display: str) -> dict:
     )
 
 
+
+
+def candidate_module(filename: str) -> ModuleType:
+    """The module a candidate's file runs in (both tracks): a real one, in ``sys.modules``
+    under its ``__name__``, so whatever looks a class's module up there works as under
+    ``python file.py`` (dataclasses with string annotations, typing, pickle)."""
+    import builtins
+
+    module = ModuleType("__candidate__")
+    module.__file__ = filename
+    module.__builtins__ = builtins
+    sys.modules[module.__name__] = module
+    return module

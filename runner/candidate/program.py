@@ -11,7 +11,6 @@ the candidate.
 from __future__ import annotations
 
 import asyncio
-import builtins
 import inspect
 import io
 import linecache
@@ -23,6 +22,7 @@ from runner.candidate import patches
 from runner.candidate.loop import CandidateLoop, Policy, Task
 from runner.candidate.proxies import build_classes
 from runner.candidate.runtime import Runtime, Stopped
+from runner.harness import candidate_module
 
 FILENAME = "/candidate/solution.py"
 OUTPUT_LIMIT = 64 * 1024
@@ -126,17 +126,6 @@ def _install_kit_module(classes: dict) -> None:
         setattr(module, name, cls)
     module.__all__ = sorted(classes)
     sys.modules["runner.sim"] = module
-
-
-def candidate_module(filename: str) -> types.ModuleType:
-    """The module the candidate's file runs in: a real one, in ``sys.modules`` under its
-    ``__name__``, so whatever looks a class's module up there works as under
-    ``python file.py`` (dataclasses with string annotations, typing, pickle)."""
-    module = types.ModuleType("__candidate__")
-    module.__file__ = filename
-    module.__builtins__ = builtins
-    sys.modules[module.__name__] = module
-    return module
 
 
 def _missing_entry_point(namespace: dict, entry_class: str, entry_method: str) -> str:
