@@ -22,7 +22,7 @@ import torch
 
 from runner.sdk import Check, Exercise, Scenario
 from runner.sim import Cluster, EpochData, GradientBuffer, Model, Validator, Worker
-from runner.sim.training import regression_data
+from runner.sim.training import Snapshot, regression_data
 
 DIM = 8
 
@@ -81,11 +81,11 @@ def build(sim, config: Config) -> Cluster:
 # -- checks -------------------------------------------------------------------
 
 
-def _weights(value):
-    if isinstance(value, torch.Tensor):
-        return value
-    values = getattr(value, "values", None)
-    return values if isinstance(values, torch.Tensor) else None
+def _weights(run):
+    """The weights of the snapshot train() returned. The prompt promises a snapshot (a
+    copy the model made at the end); the live model, or a tensor read off it, is not one."""
+    value = run.returned
+    return value.values if isinstance(value, Snapshot) else None
 
 
 def _epoch_of(batch_id: str) -> int:
@@ -99,8 +99,8 @@ def check(run, baseline) -> list[Check]:
     checks = []
 
     # final_weights
-    expected = _weights(baseline.returned)
-    got = _weights(run.returned)
+    expected = _weights(baseline)
+    got = _weights(run)
     if got is None:
         checks.append(
             Check.fail(

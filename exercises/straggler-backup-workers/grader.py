@@ -26,7 +26,7 @@ import torch
 
 from runner.sdk import Check, Exercise, Scenario, one_at_a_time
 from runner.sim import BatchQueue, Cluster, EpochData, Gradient, GradientBuffer, Model, Worker
-from runner.sim.training import Batch, expect, mse_gradient, read_weights, regression_data
+from runner.sim.training import Batch, Snapshot, expect, mse_gradient, read_weights, regression_data
 
 DIM = 8
 
@@ -190,7 +190,8 @@ def check(run, baseline) -> list[Check]:
     returned = run.returned
     values = getattr(returned, "values", None)
     ok = (
-        isinstance(values, torch.Tensor)
+        isinstance(returned, Snapshot)  # a copy taken at the end, not the live model
+        and isinstance(values, torch.Tensor)
         and getattr(returned, "version", None) == len(model.steps)
         and torch.equal(values, model.values)
     )

@@ -54,7 +54,25 @@ def _child(sock: socket.socket, limits: dict) -> None:
         os._exit(0)
 
 
+ADDR_NO_RANDOMIZE = 0x0040000
+
+
+def _fixed_addresses() -> None:
+    """Re-exec once with address-space randomisation off (where the kernel lets us).
+
+    Builtin objects a program cannot re-hash (coroutines, functions, ``object()``) hash
+    by address: a set of them iterates in an order that changed from process to process
+    with the randomised layout, and with it the schedule and the speedup."""
+    persona = forkserver._libc.personality(0xFFFFFFFF)
+    if persona < 0 or persona & ADDR_NO_RANDOMIZE:
+        return
+    if forkserver._libc.personality(persona | ADDR_NO_RANDOMIZE) < 0:
+        return  # refused (a container's seccomp profile): addresses stay randomised
+    os.execv(sys.executable, sys.orig_argv)
+
+
 def main() -> None:
+    _fixed_addresses()
     # Non-dumpable, and so are the runs it forks: a run's process (same uid) can neither
     # ptrace this server nor open its /proc files to change what later runs start from.
     forkserver.prctl(forkserver.PR_SET_DUMPABLE, 0)

@@ -116,7 +116,8 @@ class Runtime:
                            "kw": self._encode_kwargs(kwargs), "mode": mode,
                            "in_async": self.loop_running})
         self.out = []
-        self.spins = 0
+        if mode == "block":
+            self.spins = 0  # blocked: the clock moved (a read or a free call is no progress)
         reply = self.channel.recv()
         self._apply(reply)
         if "err" in reply:
@@ -144,8 +145,10 @@ class Runtime:
         now = reply["now"]
         if now > self.now:
             self.now = now
+            self.spins = 0
         self.horizon = reply["horizon"] if reply.get("horizon") is not None else 1 << 62
         for call_id, ok, value in reply.get("done", ()):
+            self.spins = 0
             future = self.pending.pop(call_id, None)
             if future is None or future.done():
                 continue
