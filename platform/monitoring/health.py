@@ -1,11 +1,14 @@
-"""What /healthz checks: the database, Redis, and a Celery worker that beat recently."""
+"""What /healthz checks: the database (it reads and it writes), Redis, and a Celery
+worker that beat recently."""
 
 import time
 
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
 
 from monitoring import heartbeat, store
+from monitoring.models import HealthProbe
 
 
 def _timed(check) -> dict:
@@ -18,10 +21,36 @@ def _timed(check) -> dict:
     return {"ok": ok, "ms": round((time.monotonic() - started) * 1000, 1), **details}
 
 
+class _RolledBack(Exception):
+    """Ends the write probe's transaction: nothing it wrote is ever kept."""
+
+
+def database_write_problem() -> str | None:
+    """Why the database refuses a write (None: it takes one). Writes the one probe row in
+    a transaction that is always rolled back: a read-only database (a PostgreSQL standby,
+    `default_transaction_read_only`; a SQLite file opened read-only) answers reads, and
+    only a write shows it is down for every page that saves something."""
+    try:
+        with transaction.atomic():
+            now = timezone.now()
+            if not HealthProbe.objects.filter(pk=1).update(checked_at=now):
+                HealthProbe.objects.create(pk=1, checked_at=now)
+            raise _RolledBack
+    except _RolledBack:
+        return None
+    except DatabaseError as exc:
+        # Django wraps the driver's error; the driver's class names the problem
+        # (ReadOnlySqlTransaction, DiskFull, OperationalError: readonly database...).
+        cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+        message = (str(cause).strip().splitlines() or [""])[0]
+        return f"database cannot write: {type(cause).__name__}: {message}"[:300]
+
+
 def _database() -> dict:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
-    return {}
+    problem = database_write_problem()
+    return {"ok": False, "error": problem} if problem else {}
 
 
 def _redis() -> dict:

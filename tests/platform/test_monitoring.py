@@ -75,6 +75,62 @@ def test_health_is_503_and_says_why_when_no_worker_beats(client):
 
 
 @pytest.fixture
+def read_only_database(db):
+    """The database still answers reads but refuses every write, as a PostgreSQL standby
+    or `default_transaction_read_only` does (or a SQLite file opened read-only)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            # This test's transaction turns read-only; it is rolled back when the test
+            # ends, and the connection's next transaction is read-write again.
+            cursor.execute("SET TRANSACTION READ ONLY")
+            yield
+        elif connection.vendor == "sqlite":
+            cursor.execute("PRAGMA query_only = ON")
+            try:
+                yield
+            finally:
+                cursor.execute("PRAGMA query_only = OFF")
+        else:
+            pytest.skip(f"no read-only switch for {connection.vendor}")
+
+
+def test_health_is_503_when_the_database_reads_but_cannot_write(
+        client, settings, read_only_database):
+    from django.db import connection
+
+    settings.OVERLAP_HEALTH_NEEDS_WORKER = False  # the database alone decides here
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")  # reads still work: a read alone says nothing is wrong
+    response = client.get("/healthz")
+    assert response.status_code == 503, response.json()
+    report = response.json()
+    assert report["status"] == "down"
+    database = report["checks"]["database"]
+    assert database["ok"] is False
+    assert database["error"].startswith("database cannot write: "), database
+    assert "read-only" in database["error"] or "readonly" in database["error"]
+    assert report["checks"]["redis"]["ok"] is True
+    # Anyone else learns only that the site is down, not why.
+    settings.OVERLAP_METRICS_TOKEN = "s3cret-token"
+    public = client.get("/healthz", REMOTE_ADDR="198.51.100.4")
+    assert public.status_code == 503 and public.json() == {"status": "down"}
+
+
+def test_health_is_200_when_the_database_writes_and_keeps_no_probe_row(client, settings):
+    from monitoring.models import HealthProbe
+
+    settings.OVERLAP_HEALTH_NEEDS_WORKER = False
+    for _ in range(2):  # the second probe is not stopped by the first one's row
+        response = client.get("/healthz")
+        assert response.status_code == 200, response.json()
+        assert response.json()["checks"]["database"] == {
+            "ok": True, "ms": response.json()["checks"]["database"]["ms"]}
+    assert not HealthProbe.objects.exists()
+
+
+@pytest.fixture
 def grading_worker(transactional_db, django_db_blocker, settings, monkeypatch):
     """A real worker whose sandbox works (the process backend, allowed here)."""
     settings.OVERLAP_SANDBOX = "process"
