@@ -51,9 +51,15 @@ RUNNER_PARENT = Path(__file__).resolve().parent.parent
 WAIT_S = 10.0  # real seconds the grader waits for one message (a program blocked for real)
 EXIT_GRACE_S = 1.0  # real seconds a process whose channel closed has to end by itself
 CPU_S = 5  # CPU seconds one run of the candidate's process may use
-MAX_MESSAGES = 400_000  # messages in one run
+# What one run may cost the grader, whatever the program does (the references and every
+# golden example stay under a tenth of each: at most 5,417 messages, 360 kit operations
+# and 829 handles in a run, measured 2026-11-26). Past a bound the run stops with a
+# runtime error that says which bound, never a hang or an internal error.
+MAX_MESSAGES = 50_000  # messages in one run
+MAX_OPERATIONS = 20_000  # kit operations started in one run (async, blocking and free)
+MAX_IN_FLIGHT = 1_000  # kit operations running at once
 MAX_IDLE_SYNCS = 20_000  # syncs in a row at which neither the clock nor anything else moved
-MAX_HANDLES = 200_000
+MAX_HANDLES = 50_000  # kit objects handed out in one run
 TENSOR_SURFACE = Surface(const=("shape",))
 _PLAIN = frozenset({bool, int, str})  # sent as they are (exact types: the fast path)
 ERROR_TYPES = {
@@ -199,7 +205,7 @@ class Handles:
         if handle is not None:
             return {"$h": handle}
         if len(self.objects) >= MAX_HANDLES:
-            raise RuntimeError("too many kit objects")
+            raise _Flood(f"made the kit hand out more than {MAX_HANDLES:,} objects in one run")
         handle = len(self.objects) + 1
         self.objects[handle] = value
         self.by_id[key] = handle
@@ -313,6 +319,20 @@ class _Stop(Exception):
         self.message = message
 
 
+class _Flood(BaseException):  # not an Exception: no kit error handler may swallow it
+    """The program asked more of the grader than any run may (``MAX_*``): its error."""
+
+    PACE = (
+        "Start work at the pace you await it (a bounded queue, a semaphore, or awaiting "
+        "before starting more)."
+    )
+    WAIT = "Await what you wait for (an Event, a Condition, a Queue) instead of asking in a loop."
+
+    def __init__(self, what: str, advice: str = PACE) -> None:
+        super().__init__(what)
+        self.message = f"The program {what}: a run may not. {advice}"
+
+
 class HostRun:
     """Serve one run: the candidate's process talks, the cluster on ``loop`` answers."""
 
@@ -336,6 +356,7 @@ class HostRun:
         self.inflight: dict[int, tuple[Any, str]] = {}  # call id -> (object, method)
         self.deliveries: list[tuple[int, bool | None, Any]] = []  # (id, ok, value)
         self.last_call_id = 0
+        self.operations = 0  # kit operations started (async, blocking, free)
         self.order_rng = random.Random(order_seed) if order_seed is not None else None
         self.wait_s = wait_s
         self.horizon_sent = 0
@@ -364,10 +385,14 @@ class HostRun:
         while True:
             message = channel.recv()
             outcome.messages += 1
-            if outcome.messages > MAX_MESSAGES:
-                raise _Stop("livelock", "the program exchanged too many messages with the grader")
             kind = message.get("k")
             try:
+                if outcome.messages > MAX_MESSAGES:
+                    raise _Flood(
+                        f"exchanged more than {MAX_MESSAGES:,} messages with the grader "
+                        "(kit calls, polls and waits) in one run",
+                        _Flood.WAIT,
+                    )
                 if kind == "end":
                     self._end(message)
                     return outcome
@@ -388,6 +413,14 @@ class HostRun:
                         channel.sock.settimeout(2.0)
                         self._stopped(channel.recv())
                 return outcome
+            except _Flood as flood:
+                outcome.failure = ("runtime_error", flood.message, None)
+                outcome.makespan_ticks = self.loop.ticks()
+                with contextlib.suppress(Exception):
+                    channel.send({"stop": "flood", "message": flood.message})
+                    channel.sock.settimeout(2.0)
+                    self._stopped(channel.recv())
+                return outcome
             channel.send(reply)
 
     # -- applying what the candidate did ---------------------------------------------
@@ -397,8 +430,10 @@ class HostRun:
         if type(t) is not int or t < self.loop.ticks():
             raise ProtocolError("a time before the grader's clock")
         ops = message.get("ops")
-        if not isinstance(ops, list) or len(ops) > MAX_ITEMS:
+        if not isinstance(ops, list):
             raise ProtocolError("a bad list of operations")
+        if len(ops) > MAX_ITEMS:  # what the candidate's side queues when it starts that many
+            raise _Flood(f"started more than {MAX_ITEMS:,} kit operations at one instant")
         # Blocking stalls first (each is a stretch in which nothing ran), then the rest of
         # the way to ``t``: by running the cluster up to the horizon the candidate was
         # given, and blocked beyond it (it can only have passed it by blocking).
@@ -438,6 +473,9 @@ class HostRun:
             if type(call_id) is not int or call_id <= self.last_call_id:
                 raise ProtocolError("a call id out of order")
             self.last_call_id = call_id
+            self._count_operation()
+            if len(self.calls) >= MAX_IN_FLIGHT:
+                raise _Flood(f"had more than {MAX_IN_FLIGHT:,} kit operations running at once")
             obj, method = self._method(handle, name, "async")
             args, kwargs = self._arguments(args, kwargs)
             self.inflight[call_id] = (obj, name)
@@ -594,10 +632,17 @@ class HostRun:
             raise _Stop("livelock", "the event loop kept spinning without simulated time moving")
         return self._reply()
 
+    def _count_operation(self) -> None:
+        self.operations += 1
+        if self.operations > MAX_OPERATIONS:
+            raise _Flood(f"started more than {MAX_OPERATIONS:,} kit operations in one run")
+
     def _call(self, message: dict) -> dict:
         mode = message.get("mode")
         if mode not in ("block", "free", "get"):
             raise ProtocolError("a bad call mode")
+        if mode != "get":
+            self._count_operation()
         _obj, method = self._method(message.get("h"), message.get("m"), mode)
         args, kwargs = self._arguments(message.get("a", []), message.get("kw", {}))
         self.sim.caller_in_async = message.get("in_async") is True
