@@ -19,6 +19,7 @@ import random
 import selectors
 import time
 
+from runner.candidate import witness
 from runner.candidate.runtime import TICKS_PER_SECOND, Runtime
 
 POLL_SPINS = 64  # loop iterations at one instant, with no progress, before the clock moves
@@ -99,16 +100,15 @@ class _Future(asyncio.Future):
 class Task(asyncio.Task):
     """asyncio's Task, hashed by creation order (``asyncio.Task`` is this class here).
 
-    Every task is kept in ``created`` (however it was made: ``create_task``,
-    ``ensure_future`` or ``asyncio.Task(coro)``), so none escapes the count at return."""
+    Every task is registered with the witness (however it was made: ``create_task``,
+    ``ensure_future`` or ``asyncio.Task(coro)``), which counts them at return."""
 
     _serials = iter(range(1, 1 << 62))
-    created: list = []
 
     def __init__(self, *args, **kwargs) -> None:
         self._overlap_serial = next(Task._serials)  # first: registering the task hashes it
         super().__init__(*args, **kwargs)
-        Task.created.append(self)
+        witness.register(self)
 
     def __hash__(self) -> int:
         return self._overlap_serial
@@ -136,6 +136,14 @@ class CandidateLoop(asyncio.SelectorEventLoop):
             super().run_forever()
         finally:
             self.runtime.loop_running = outer
+
+    def call_exception_handler(self, context) -> None:
+        # A task collected while still pending, or failed with nobody retrieving its
+        # error, reports itself here as it goes: the witness keeps what it said.
+        task = context.get("task") or context.get("future")
+        if isinstance(task, witness._TASKS):
+            witness.DROPPED.append((task, context.get("exception")))
+        super().call_exception_handler(context)
 
     def run_in_executor(self, executor, func, *args):
         """There is one thread: run ``func`` now, blocking the loop, and say so."""

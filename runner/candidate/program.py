@@ -18,7 +18,9 @@ import sys
 import traceback
 import types
 
-from runner.candidate import patches
+from runner.candidate import loop as loop_module
+from runner.candidate import patches, proxies, witness
+from runner.candidate import runtime as runtime_module
 from runner.candidate.loop import CandidateLoop, Policy, Task
 from runner.candidate.proxies import build_classes
 from runner.candidate.runtime import Runtime, Stopped
@@ -75,6 +77,9 @@ def run(runtime: Runtime, hello: dict) -> dict:
     sys.unraisablehook = lambda unraisable: None
     end: dict = {"k": "end"}
     main = None
+    # Bound here, before the program runs: what reports on it cannot be swapped under us.
+    guard, live_tasks, describe, error_of = witness.Guard(), witness.live_tasks, _describe, _error
+    guard.install(FILENAME, _watched(loop))
     try:
         cluster = runtime.decode(hello["cluster"])
         code = compile(source, FILENAME, "exec", dont_inherit=True)
@@ -97,16 +102,30 @@ def run(runtime: Runtime, hello: dict) -> dict:
             end["value"] = runtime.encode(returned)
     except Stopped as stopped:
         end["stopped"] = stopped.reason
-        end["waiting"] = _describe([t for t in Task.created if not t.done()])
     except BaseException as exc:  # the candidate's own error, whatever it is
-        end["error"] = _error(exc)
-    pending = [t for t in Task.created if not t.done() and t is not main]
-    if "stopped" not in end:
-        end["leftover"] = _describe(pending)
-        if "error" not in end:
-            failed = _unretrieved()
-            if failed is not None:
-                end["error"] = failed
+        end["error"] = error_of(exc)
+    tampered = guard.finish(loop)
+    running, failed = live_tasks(exclude=main)
+    if "stopped" in end:
+        end["waiting"] = describe(running)
+    else:
+        dropped = [task for task, exc in witness.DROPPED if exc is None]
+        end["leftover"] = describe(running + dropped)
+        if tampered is not None:
+            end.pop("value", None)
+            end["error"] = {
+                "verdict": "runtime_error", "line": None, "traceback": "",
+                "message": f"The program reached into the grading runtime ({tampered}): a "
+                "run may not inspect or change the machinery that grades it.",
+            }
+        elif "error" not in end:
+            lost = [exc for _task, exc in witness.DROPPED if exc is not None]
+            if failed:
+                failed[0]._log_traceback = False
+                lost.insert(0, failed[0].exception())
+            if lost:
+                end.pop("value", None)
+                end["error"] = error_of(lost[0], "A task failed and nobody awaited it: ")
     runtime._flush_stall()
     end["t"] = runtime.now
     end["ops"] = runtime.out
@@ -178,14 +197,11 @@ def _error(exc: BaseException, prefix: str = "") -> dict:
             "line": line}
 
 
-def _unretrieved() -> dict | None:
-    # CPython-private: a task whose exception nobody retrieved has ``_log_traceback``
-    # set (asyncio would log "exception was never retrieved").
-    for task in Task.created:
-        if task.done() and not task.cancelled() and getattr(task, "_log_traceback", False):
-            task._log_traceback = False
-            return _error(task.exception(), "A task failed and nobody awaited it: ")
-    return None
+def _watched(loop) -> list:
+    """What the program must leave as it found it: the runtime's modules and classes."""
+    modules = [loop_module, patches, proxies, witness, runtime_module, sys.modules[__name__]]
+    classes = [CandidateLoop, Task, type(loop._selector), loop_module._Future, Runtime]
+    return modules + classes
 
 
 def _where(task: asyncio.Task) -> str:

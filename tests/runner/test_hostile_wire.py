@@ -67,7 +67,12 @@ HOSTILE = {
         {"k": "end", "t": 0, "ops": [], "error": {"verdict": "accepted", "message": "ok"}}),
     "a stall that ends before it starts": _frame(
         {"k": "sync", "t": 10, "ops": [["s", 10, 5, "time.sleep", 1]], "until": None}),
-    "too many operations": _frame(
+}
+
+# Bounds of one run's work: the candidate's error, named (not a protocol error: its own
+# side queues that many when the program starts that many at once).
+FLOODS = {
+    "too many operations in one frame": _frame(
         {"k": "sync", "t": 0, "ops": [["n", "threading.Thread"]] * 5000, "until": None}),
 }
 
@@ -78,6 +83,14 @@ def test_a_hostile_frame_is_the_candidates_protocol_error(write_code, body):
     result = grading.grade(GA, path, seeds=0)
     assert result["verdict"] == "runtime_error", result["message"]
     assert "protocol" in result["message"]
+
+
+@pytest.mark.parametrize("body", FLOODS.values(), ids=FLOODS.keys())
+def test_a_flooding_frame_is_the_candidates_error_naming_the_bound(write_code, body):
+    path = write_code(PROGRAM.format(body=body, length=len(body), close=False))
+    result = grading.grade(GA, path, seeds=0)
+    assert result["verdict"] == "runtime_error", result["message"]
+    assert "more than 4,096 kit operations at one instant" in result["message"]
 
 
 @pytest.mark.parametrize(

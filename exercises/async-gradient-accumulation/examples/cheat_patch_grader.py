@@ -1,8 +1,8 @@
 """Cheat: looks for the grader's objects (its checks, the result builder, the cached
-baselines) in memory and patches them to accept anything, then skips the work.
+baselines) in memory and patches them to accept anything, then skips the work. The
+collector's object walk is refused in a graded run: reaching for it is an error.
 
-expect: wrong
-failing: early_stopping, final_weights, plausible, validation
+expect: runtime_error
 """
 
 import gc
