@@ -381,6 +381,9 @@ def grade(
     checks = _merge([*check_lists, advice])
     speedup = base.makespan / timed_run.makespan if timed_run.makespan else float("inf")
     metrics = _metrics(exercise, base, timed_run, bound, seed_count, len(plan))
+    slowest = _slowest_seeded(plan, reports, timed, base)
+    if slowest is not None:
+        metrics["slowest_seeded_speedup"] = round(slowest[0], 4)
     failed = [c for c in checks if c.failed]
     if failed:
         verdict = "wrong"
@@ -397,6 +400,14 @@ def grade(
         warned = [c for c in checks if c.status == "warn"]
         if warned:
             message += " " + warned[0].message
+    elif slowest is not None and slowest[0] < exercise.target_speedup * (1 - JITTER) - 1e-9:
+        verdict = "too_slow"
+        message = (
+            f"Correct on {len(plan)} runs, but the speedup does not hold: {speedup:.2f}x in "
+            f"the timed run, {slowest[0]:.2f}x in the run with seed {slowest[1]} (whose "
+            f"costs vary by up to {JITTER:.0%}); every run must reach the target, "
+            f"{exercise.target_speedup:.2f}x."
+        )
     else:
         verdict = "accepted"
         message = (
@@ -413,6 +424,24 @@ def grade(
         stdout=out,
         stderr=err,
     )
+
+
+def _slowest_seeded(plan, reports, timed: Scenario, base: Run) -> tuple[float, int] | None:
+    """(speedup, seed) of the slowest seeded run of the timed scenario, if any.
+
+    The timed run has no jitter and FIFO order; if only it reached the target, a program
+    that can tell it apart (one operation's exact cost is enough) could take a racy
+    shortcut there and the safe, slow path in every run the checks see. So the target
+    holds for every run of the timed scenario, give or take the jitter."""
+    slowest = None
+    for index, (scenario, seed) in enumerate(plan):
+        makespan = reports[index].makespan
+        if scenario is not timed or seed is None or not makespan:
+            continue
+        speedup = base.makespan / makespan
+        if slowest is None or speedup < slowest[0]:
+            slowest = (speedup, seed)
+    return slowest
 
 
 def _metrics(exercise, base: Run, run: Run | None, bound: float, seeds: int, runs: int) -> dict:
@@ -443,7 +472,7 @@ def _report(exercise: Exercise, baselines: dict, index: int, run: Run) -> parall
         checks = _run_checks(exercise, run, baselines[run.scenario.name])
     except InternalError as exc:
         return parallel.Report(index, checks_error=str(exc))
-    return parallel.Report(index, checks=checks)
+    return parallel.Report(index, checks=checks, makespan=run.makespan)
 
 
 def _failure_result(

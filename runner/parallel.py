@@ -49,6 +49,7 @@ class Report:
     checks: list[Check] | None = None
     checks_error: str | None = None  # the exercise's checks crashed on this run
     trace: dict | None = None  # the failing run's (partial) trace
+    makespan: float | None = None  # simulated seconds (every run's speedup is held to the target)
 
     def to_json(self) -> dict:
         return {
@@ -57,6 +58,7 @@ class Report:
             "checks": [asdict(c) for c in self.checks] if self.checks is not None else None,
             "checks_error": self.checks_error,
             "trace": self.trace,
+            "makespan": self.makespan,
         }
 
     @classmethod
@@ -69,6 +71,7 @@ class Report:
             checks=[Check(**c) for c in checks] if checks is not None else None,
             checks_error=data.get("checks_error"),
             trace=data.get("trace"),
+            makespan=data.get("makespan"),
         )
 
 
