@@ -246,8 +246,9 @@ class Handles:
 
 @functools.cache
 def _record_names(cls: type) -> tuple[str, ...]:
-    """A plain record's fields and public properties (the config's ``steps_per_epoch``)."""
-    names = [f.name for f in fields(cls)]
+    """A plain record's fields and public properties (the config's ``steps_per_epoch``),
+    less its secret fields (``runner.sdk.secret``): those never reach the trainer."""
+    names = [f.name for f in fields(cls) if not f.metadata.get("overlap_secret")]
     for name, member in inspect.getmembers(cls):
         if isinstance(member, property) and not name.startswith("_"):
             names.append(name)

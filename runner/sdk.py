@@ -9,6 +9,7 @@ anything the candidate's process said.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import field
 
 import torch
 
@@ -22,7 +23,18 @@ __all__ = [
     "Scenario",
     "one_at_a_time",
     "same_values",
+    "secret",
 ]
+
+SECRET = "overlap_secret"  # a config field's metadata key: never sent to the trainer
+
+
+def secret(default):
+    """A config field the trainer must not know (the seed of a hidden schedule): the
+    grader uses it, the candidate's ``cluster.config`` does not have it.
+
+    ``seed: int = secret(5)`` in a ``@dataclass`` config."""
+    return field(default=default, metadata={SECRET: True})
 
 
 def one_at_a_time(run, lanes: Iterable[str], op: str, name: str, *, what: str) -> Check:

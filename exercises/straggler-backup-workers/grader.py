@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from runner.sdk import Check, Exercise, Scenario, one_at_a_time
+from runner.sdk import Check, Exercise, Scenario, one_at_a_time, secret
 from runner.sim import BatchQueue, Cluster, EpochData, Gradient, GradientBuffer, Model, Worker
 from runner.sim.training import Batch, Snapshot, expect, mse_gradient, read_weights, regression_data
 
@@ -45,7 +45,7 @@ class Config:
     step_cost: float = 0.02
     snapshot_cost: float = 0.01
     straggle_rate: float = 0.8  # share of rounds in which `backup_workers` workers straggle
-    seed: int = 5
+    seed: int = secret(5)  # of the straggle schedule: the trainer never sees it
 
     @property
     def num_workers(self) -> int:

@@ -27,7 +27,7 @@ import resource
 import socket
 import sys
 
-from runner import forkserver
+from runner import forkserver, landlock
 from runner.candidate import program
 from runner.candidate.runtime import Runtime
 from runner.protocol import Channel
@@ -43,6 +43,9 @@ def _child(sock: socket.socket, limits: dict) -> None:
     if memory:
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    # Nothing of the exercise (grader, reference, examples), the job or the checkout is
+    # readable from here on; no signal reaches outside (where the kernel can say so).
+    landlock.restrict(landlock.readable_system_paths())
     random.seed(0)
     channel = Channel(sock, max_frame=CANDIDATE_MAX_FRAME)
     runtime = Runtime(channel)
