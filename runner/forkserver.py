@@ -288,14 +288,64 @@ def kill_session(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
+def children(parent: int) -> list[int]:
+    """The processes whose parent is ``parent`` (from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+                    found.append(int(entry))
+    return found
+
+
+def kill_strays(keep: set[int] = frozenset()) -> int:
+    """Kill and reap this subreaper's children but ``keep``: what runs left behind in
+    other sessions (a double-forked ``setsid`` daemon is reparented here when its parent
+    ends). Repeated until none is left: a stray's own children come here as it dies."""
+    killed = 0
+    for _ in range(50):
+        strays = [pid for pid in children(os.getpid()) if pid not in keep]
+        if not strays:
+            break
+        for stray in strays:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(stray, signal.SIGKILL)
+        for stray in strays:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(stray, 0)
+        killed += len(strays)
+    return killed
+
+
 def serve(
     control: socket.socket,
     child: Callable[[socket.socket, dict], None],
     waiters: dict[str, Callable[[int], dict]],
+    *,
+    subreaper: bool = False,
 ) -> None:
     """The server's loop: ``fork`` runs ``child(sock, limits)`` in a new process (which
     never comes back here); each name in ``waiters`` answers ``waiter(pid)``. Returns when
-    the grader closes the control socket or sends anything else."""
+    the grader closes the control socket or sends anything else.
+
+    ``subreaper``: this server (and each twin) adopts whatever its runs leave behind, and
+    after each waiter kills every child that is neither a run still going nor a twin: no
+    process a run started outlives it, whatever session or group it moved to."""
+    runs: set[int] = set()
+    twins: set[int] = set()
+    if subreaper:
+        prctl(PR_SET_CHILD_SUBREAPER, 1)
+    try:
+        _serve(control, child, waiters, runs, twins, subreaper)
+    finally:
+        if subreaper:
+            kill_strays(keep=twins)
+
+
+def _serve(control, child, waiters, runs: set[int], twins: set[int], subreaper: bool) -> None:
     while True:
         try:
             data, fds, _flags, _addr = socket.recv_fds(control, 65536, 1)
@@ -315,6 +365,7 @@ def serve(
                 finally:
                     os._exit(70)  # never back into this loop, whatever happened
             sock.close()
+            runs.add(pid)
             control.sendall(json.dumps({"pid": pid}).encode())
         elif op == "clone" and fds:  # a twin server on its own control socket
             twin = socket.socket(fileno=fds[0])
@@ -323,15 +374,21 @@ def serve(
                 try:
                     control.close()
                     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-                    serve(twin, child, waiters)
+                    serve(twin, child, waiters, subreaper=subreaper)
                 finally:
                     os._exit(0)
             twin.close()
+            twins.add(pid)
             control.sendall(json.dumps({"pid": pid}).encode())
         elif op in waiters:
             for fd in fds:
                 os.close(fd)
-            control.sendall(json.dumps(waiters[op](int(request["pid"]))).encode())
+            pid = int(request["pid"])
+            answer = waiters[op](pid)
+            runs.discard(pid)
+            if subreaper:
+                kill_strays(keep=runs | twins)
+            control.sendall(json.dumps(answer).encode())
         else:
             return
 

@@ -35,7 +35,6 @@ the clock stops, must equal it there: a run cannot answer before its weights exi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import linecache
 import os
@@ -391,32 +390,11 @@ def _drop_root() -> None:
     os.setuid(NOBODY)
 
 
-def _strays(parent: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                with open(f"/proc/{entry}/stat") as f:
-                    stat = f.read()
-                if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
-                    found.append(int(entry))
-    return found
-
-
 def _reap(pid: int) -> dict:
     forkserver.kill_session(pid)
     answer = forkserver.wait_status(pid)
     # What the run left behind (reparented here: we are a subreaper): killed, reaped.
-    for _ in range(50):
-        strays = _strays(os.getpid())
-        if not strays:
-            break
-        for stray in strays:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(stray, signal.SIGKILL)
-        for stray in strays:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(stray, 0)
+    forkserver.kill_strays()
     return answer
 
 

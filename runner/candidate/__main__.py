@@ -83,7 +83,7 @@ def main() -> None:
     # Every object made so far is the children's shared start: out of the collector's
     # reach, a full collection in a run neither walks them nor copies their pages.
     gc.freeze()
-    forkserver.serve(control, _child, {"wait": forkserver.wait_status})
+    forkserver.serve(control, _child, {"wait": forkserver.wait_status}, subreaper=True)
 
 
 if __name__ == "__main__":

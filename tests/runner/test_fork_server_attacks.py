@@ -3,11 +3,15 @@ verdict of its own within seconds: never a hang, never internal_error, and the n
 grading in the same process is served by a fresh server. Where the kernel's Landlock
 scopes signals (ABI 6, Linux 6.12) the signal is refused outright: a runtime error too."""
 
+import contextlib
+import os
+import signal as signal_module
 import time
 
 import pytest
 
 from runner import forkserver, landlock, tracks
+from tests.runner.helpers import run_cli
 
 SLUG = "async-parameter-server"
 
@@ -43,3 +47,55 @@ def test_stopping_or_killing_the_fork_server_is_the_programs_verdict(write_code,
 
     solution = Path(__file__).resolve().parents[2] / "exercises" / SLUG / "solution.py"
     assert tracks.grade(SLUG, str(solution))["verdict"] == "accepted"
+
+
+DAEMON = '''
+import os
+
+
+class Trainer:
+    def __init__(self, cluster):
+        self.cluster = cluster
+
+    async def train(self):
+        if os.fork() == 0:
+            os.setsid()  # another session and group: the run's kill misses it
+            if os.fork() == 0:
+                while True:
+                    pass
+            os._exit(0)
+        return None
+'''
+
+
+def _escaped_runs() -> list[int]:
+    """Processes of the candidates' fork-server image in a session other than ours (fork
+    servers stay in the grader's; runs, and what they start, do not): none should
+    outlive the grading that made them."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if b"runner.candidate" in cmdline and int(fields[3]) != os.getsid(0):
+            found.append(int(entry))
+    return found
+
+
+def test_a_setsid_daemon_a_run_leaves_dies_with_the_run(write_code):
+    path = write_code(DAEMON)
+    before = set(_escaped_runs())
+    result = run_cli("grade", SLUG, str(path), "--seeds", "3")
+    assert result.returncode == 0, result.stderr
+    time.sleep(0.5)
+    left = set(_escaped_runs()) - before
+    for pid in left:  # do not leave them burning CPU for the rest of the suite
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal_module.SIGKILL)
+    assert not left, f"{len(left)} processes outlived the grading"
