@@ -48,7 +48,9 @@ from runner.protocol import MAX_ITEMS, MAX_STRING, Channel, ProtocolError, check
 from runner.sim.core import Cluster, Sim, Surface
 
 RUNNER_PARENT = Path(__file__).resolve().parent.parent
-WAIT_S = 10.0  # real seconds the grader waits for one message (a program blocked for real)
+# Real seconds the grader waits for a message while the candidate's processes use no CPU
+# at all (blocked for real); while they work it waits on (their CPU limit bounds that).
+WAIT_S = 3.0
 EXIT_GRACE_S = 1.0  # real seconds a process whose channel closed has to end by itself
 CPU_S = 5  # CPU seconds one run of the candidate's process may use
 # What one run may cost the grader, whatever the program does (the references and every
@@ -831,6 +833,7 @@ def _serve_run(server, host: HostRun, code, entry, limits: dict) -> Outcome:
 def _serve_forked(server, host: HostRun, code, entry, limits: dict, pid, sock) -> Outcome:
     loop = host.loop
     channel = Channel(sock)
+    channel.still_working = _working(pid)
     started = time.monotonic()
     try:
         with loop.running():
@@ -891,6 +894,34 @@ def number_addresses(outcome: Outcome) -> None:
     outcome.leftover = [fix(text) for text in outcome.leftover]
 
 
+def _working(pid: int):
+    """Whether the run's processes (its session) used CPU since last asked: a slow
+    machine is not a blocked program."""
+    tick = os.sysconf("SC_CLK_TCK")
+    last = [_session_cpu(pid, tick)]
+
+    def still_working() -> bool:
+        used = _session_cpu(pid, tick)
+        progressed = used > last[0]
+        last[0] = used
+        return progressed
+
+    return still_working
+
+
+def _session_cpu(sid: int, tick: int) -> float:
+    total = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            with open(f"/proc/{name}/stat") as handle:
+                fields = handle.read().rpartition(")")[2].split()
+            if int(fields[3]) == sid:
+                total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
 def _ends_by_itself(pid: int, within: float) -> bool:
     """Whether the process ``pid`` (the fork server's child, not ours) ends within
     ``within`` seconds: a zombie waiting for its reap, or gone."""
@@ -906,8 +937,8 @@ def _died(exc: BaseException, status: dict, waited: float, cpu_s: int, *, ended:
     if isinstance(exc, TimeoutError):  # silent on an open channel: the reap killed it
         return (
             "timeout",
-            f"The program stopped answering for {WAIT_S:g} s of real time (blocked on a "
-            "real wait, or an endless loop that never awaits?).",
+            f"The program stopped answering and used no CPU for {WAIT_S:g} s (blocked on a "
+            "real wait: a threading lock, input(), a socket?).",
             None,
         )
     if not ended:  # still running with its channel closed: the reap killed it

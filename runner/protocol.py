@@ -49,6 +49,9 @@ class Channel:
         self.sock = sock
         self.max_frame = max_frame
         self._buffer = bytearray()
+        # Asked when a receive times out: True while the other side is still working
+        # (using CPU), so a slow machine is waited for and only a blocked peer times out.
+        self.still_working = None
 
     def send(self, message: dict) -> None:
         data = _ENCODE(message).encode()
@@ -56,7 +59,12 @@ class Channel:
 
     def _fill(self, count: int) -> None:
         while len(self._buffer) < count:
-            chunk = self.sock.recv(max(65536, count - len(self._buffer)))
+            try:
+                chunk = self.sock.recv(max(65536, count - len(self._buffer)))
+            except TimeoutError:
+                if self.still_working is not None and self.still_working():
+                    continue
+                raise
             if not chunk:
                 raise EOFError("the other side closed the channel")
             self._buffer += chunk

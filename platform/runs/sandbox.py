@@ -27,7 +27,8 @@ def materialize(version, target: Path) -> Path:
 
 
 # A real model on a real GPU needs more than the simulated exercises' defaults.
-GPU_LIMITS = {"wall_s": 180, "memory_mib": 8192, "disk_mib": 256, "processes": 128}
+GPU_LIMITS = {"wall_s": 180, "stall_s": 60, "memory_mib": 8192, "disk_mib": 256,
+              "processes": 128}
 
 
 def grade_in_sandbox(*, version, code: str) -> dict:

@@ -9,13 +9,15 @@ the payload, a JSON object::
 
     {"nonce": str, "files": {relpath: base64}, "workdir": "/tmp/job",
      "entry": {"module": "runner", "argv": [...]} | {"script": relpath, "argv": [...]},
-     "env": {str: str}, "wall_s": float, "stdout_bytes": int, "stderr_bytes": int,
+     "env": {str: str}, "wall_s": float (CPU seconds of work), "stall_s": float,
+     "backstop_s": float, "stdout_bytes": int, "stderr_bytes": int,
      "rlimits": {"NOFILE": int, "FSIZE": int, ...}}
 
 Protocol (sandbox -> host, on stdout): one line, a JSON object (the envelope)::
 
     {"nonce", "exit_code", "signal", "grading_s", "stdout", "stderr", "stdout_bytes",
-     "stderr_bytes", "limit": null | "timeout" | "output_limit", "oom_kills",
+     "stderr_bytes", "limit": null | "timeout" | "output_limit",
+     "timeout": null | "cpu" | "stall" | "wall", "oom_kills",
      "pids_max_events", "tmp_free_bytes", "error", "serving"}
 
 With ``--serve N`` (pooled docker sandboxes) this process runs up to N jobs one after the
@@ -254,10 +256,66 @@ def _reap(child_pid: int, status: dict) -> None:
             status["raw"] = raw
 
 
+class _Work:
+    """CPU seconds the job's processes used: the live ones (every descendant of this
+    process, from /proc) plus the ones already reaped. The job's limits count this, not
+    real time: a busy machine slows a run down, it does not change what it used."""
+
+    EVERY_S = 0.25  # how often /proc is read
+
+    def __init__(self, stall_s: float) -> None:
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.stall_s = stall_s
+        self.used = 0.0
+        self.progress_at = time.monotonic()
+        self.read_at = 0.0
+
+    def _live(self) -> float:
+        me = os.getpid()
+        parents: dict[int, int] = {}
+        cpu: dict[int, float] = {}
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{name}/stat") as handle:
+                    fields = handle.read().rpartition(")")[2].split()
+                parents[int(name)] = int(fields[1])
+                cpu[int(name)] = (int(fields[11]) + int(fields[12])) / self.tick
+        total = 0.0
+        for pid, seconds in cpu.items():
+            seen, parent = 0, parents.get(pid)
+            while parent is not None and parent != me and seen < 64:
+                parent, seen = parents.get(parent), seen + 1
+            if parent == me:
+                total += seconds
+        return total
+
+    def update(self, now: float) -> None:
+        if now - self.read_at < self.EVERY_S:
+            return
+        self.read_at = now
+        times = os.times()
+        used = self._live() + times.children_user + times.children_system
+        if used > self.used + 1e-9:
+            self.used, self.progress_at = used, now
+
+    def stalled(self, now: float) -> bool:
+        return now - self.progress_at > self.stall_s
+
+
 def supervise(job: dict, child_pid: int, out: _Capture, err: _Capture) -> dict:
-    deadline = time.monotonic() + float(job["wall_s"])
+    """Run the job to its end, or to a limit: its CPU budget (``wall_s``: work, not
+    waiting), no CPU used by any of its processes for ``stall_s`` (blocked), or the
+    real-time backstop (an overloaded host)."""
+    started = time.monotonic()
+    budget = float(job["wall_s"])
+    backstop = started + float(job.get("backstop_s", budget))
+    work = _Work(float(job.get("stall_s", budget)))
+    base = os.times()
+    base_cpu = base.children_user + base.children_system  # earlier jobs' (a pooled sandbox)
     status: dict = {}
-    limit = None
+    limit = why = None
     exited_at = None
     for capture in (out, err):
         os.set_blocking(capture.fd, False)
@@ -269,10 +327,16 @@ def supervise(job: dict, child_pid: int, out: _Capture, err: _Capture) -> dict:
         open_fds = [c.fd for c in (out, err) if c.open]
         if not open_fds or (exited_at is not None and now - exited_at > DRAIN_AFTER_EXIT_S):
             break  # a daemon holding the pipes open does not keep the run going
-        if now >= deadline:
-            limit = "timeout"
+        work.update(now)
+        if work.used - base_cpu > budget:
+            limit, why = "timeout", "cpu"
+        elif exited_at is None and work.stalled(now):
+            limit, why = "timeout", "stall"
+        elif now >= backstop:
+            limit, why = "timeout", "wall"
+        if limit:
             break
-        ready, _, _ = select.select(open_fds, [], [], min(0.05, deadline - now))
+        ready, _, _ = select.select(open_fds, [], [], min(0.05, backstop - now))
         for capture in (out, err):
             if capture.fd in ready:
                 capture.read()
@@ -285,7 +349,7 @@ def supervise(job: dict, child_pid: int, out: _Capture, err: _Capture) -> dict:
             _, raw = os.waitpid(child_pid, 0)
             status["raw"] = raw
     _reap(child_pid, status)
-    return {"raw": status.get("raw"), "limit": limit}
+    return {"raw": status.get("raw"), "limit": limit, "timeout": why}
 
 
 def _cgroup_counter(paths: list[str], key: str) -> int | None:
@@ -350,6 +414,7 @@ def run_job(job: dict, keep_fd: int | None = None) -> dict:
         "stdout_bytes": out.total,
         "stderr_bytes": err.total,
         "limit": outcome["limit"],
+        "timeout": outcome["timeout"],
         "oom_kills": _since(oom_before, _cgroup_counter(OOM_COUNTERS, "oom_kill")),
         "pids_max_events": _since(pids_before, _cgroup_counter(PIDS_COUNTERS, "max")),
         "tmp_free_bytes": _tmp_free_bytes(job.get("tmp_dir", "/tmp")),

@@ -84,6 +84,8 @@ class Job:
                 "entry": self.entry,
                 "env": self.env,
                 "wall_s": self.limits.wall_s,
+                "stall_s": self.limits.stall_s,
+                "backstop_s": self.limits.backstop_s,
                 "stdout_bytes": self.limits.result_bytes,
                 "stderr_bytes": self.limits.output_bytes,
                 "rlimits": self.rlimits,
@@ -156,4 +158,6 @@ def parse_envelope(raw: bytes, nonce: str) -> dict:
             raise EnvelopeError(f"the sandbox's report has a bad {key!r}")
     if envelope["limit"] not in (None, "timeout", "output_limit"):
         raise EnvelopeError("the sandbox's report has an unknown limit")
+    if envelope.get("timeout") not in (None, "cpu", "stall", "wall"):
+        raise EnvelopeError("the sandbox's report has an unknown timeout")
     return envelope

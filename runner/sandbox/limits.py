@@ -4,11 +4,16 @@ from dataclasses import asdict, dataclass, fields, replace
 
 KIB = 1024
 MIB = 1024 * KIB
+BACKSTOP_FACTOR = 10  # real time a job may take: this many times its CPU budget
 
 
 @dataclass(frozen=True)
 class Limits:
-    wall_s: float = 20.0  # grading time, from the job's start to its end
+    # The grading's work: CPU seconds its processes may use together (what the program
+    # did, not how busy the machine is). Real time only catches a run that is blocked
+    # (`stall_s` without any CPU used) or a machine overloaded BACKSTOP_FACTOR times over.
+    wall_s: float = 20.0
+    stall_s: float = 5.0  # real seconds in which no process of the job used any CPU
     memory_mib: int = 1024  # memory + swap of everything in the sandbox
     # CPU quota, in cores: two let a grading make its runs on two CPUs (runner.parallel)
     cpus: float = 2.0
@@ -36,6 +41,11 @@ class Limits:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def backstop_s(self) -> float:
+        """Real seconds after which a job is stopped whatever it did (an overloaded host)."""
+        return max(self.wall_s * BACKSTOP_FACTOR, 120.0)
 
     @property
     def memory_bytes(self) -> int:

@@ -112,9 +112,15 @@ def _decide(raw: RawRun, envelope: dict | None, problem: str | None, limits: Lim
             err,
         )
     if raw.host_timeout or (envelope and envelope["limit"] == "timeout"):
-        return _limit_result(
-            "timeout", f"The run took longer than {limits.wall_s:g} s and was stopped.", out, err
-        )
+        why = (envelope or {}).get("timeout") or "wall"
+        message = {
+            "cpu": f"The run used more than {limits.wall_s:g} s of CPU and was stopped.",
+            "stall": f"The run made no progress for {limits.stall_s:g} s (every process "
+            "waiting for something that never came: a real lock, input, a socket) and was "
+            "stopped.",
+        }.get(why, f"The run took longer than {limits.backstop_s:g} s of real time (the "
+                   "machine is overloaded) and was stopped.")
+        return _limit_result("timeout", message, out, err)
     if envelope is None:
         detail = problem or "no report"
         if raw.exit_status is not None:

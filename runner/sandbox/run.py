@@ -104,7 +104,7 @@ def execute(job: Job, backend: Backend, gpu=None) -> dict:
     try:
         sandbox.prepare(job)
         slack = POOLED_SLACK_S if pooled else COLD_SLACK_S
-        raw = sandbox.run(job, time.monotonic() + limits.wall_s + slack)
+        raw = sandbox.run(job, time.monotonic() + limits.backstop_s + slack)
         reuse = sandbox.pool is not None and sandbox.serving
     except SandboxUnavailable:
         raise

@@ -56,12 +56,40 @@ def test_memory_bomb_is_a_memory_limit(backend):
 def test_infinite_loop_is_a_timeout(backend):
     result = run(program("while True:\n    pass\n"), backend, wall_s=2)
     assert result["verdict"] == "timeout", dump(result)
-    assert "longer than 2 s" in result["message"]
+    assert "more than 2 s of CPU" in result["message"]
 
 
-def test_sleeping_past_the_limit_is_a_timeout(backend):
-    result = run(program("time.sleep(3600)\n"), backend, wall_s=2)
+def test_sleeping_past_the_limit_is_a_timeout_within_the_stall_limit(backend):
+    # Blocked, it uses no CPU: stopped once nothing moved for stall_s, long before its
+    # CPU budget (wall_s) could run out.
+    result = run(program("time.sleep(3600)\n"), backend, wall_s=60, stall_s=1)
     assert result["verdict"] == "timeout", dump(result)
+    assert "no progress for 1 s" in result["message"]
+    assert result["sandbox"]["grading_s"] < 10, dump(result)
+
+
+def test_a_busy_machine_does_not_count_against_the_run(backend):
+    # Four processes keep both CPUs busy outside the sandbox: the run gets about 40% of
+    # a CPU, and so takes ~4 s of real time, but it counts its own CPU: 1.5 s of work
+    # fits a 2.5 s budget however long the wall clock says it took.
+    burners = []
+    for _ in range(4):
+        pid = os.fork()
+        if pid == 0:
+            while True:
+                pass
+        burners.append(pid)
+    try:
+        code = program(
+            "end = time.process_time() + 1.5\nwhile time.process_time() < end:\n    pass\n"
+            + report("pass")
+        )
+        result = run(code, backend, wall_s=2.5)
+    finally:
+        for pid in burners:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+    assert result["status"] == "pass", dump(result)
 
 
 def test_patching_the_clock_does_not_escape_the_limit(backend):
