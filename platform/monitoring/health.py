@@ -75,7 +75,7 @@ def sandbox_problem(worker: dict) -> str | None:
     image = report.get("image") or {}
     if chosen == "docker" and image.get("present") is False:
         return f"the sandbox image {image.get('name')} is missing (docker/sandbox/build.sh)"
-    if chosen == "docker" and image.get("fresh") is False:
+    if chosen == "docker" and image.get("fresh") is False and not image.get("stale_allowed"):
         return (f"the sandbox image {image.get('name')} was built from other runner "
                 "sources (rebuild it: docker/sandbox/build.sh)")
     return None
@@ -88,13 +88,16 @@ def _worker() -> dict:
     if not hosts:
         return {"ok": False, "error": "no Celery worker heartbeat in the last "
                 f"{settings.OVERLAP_WORKER_STALE_SECONDS} s", "workers": []}
-    problems = {w["hostname"]: sandbox_problem(w) for w in workers}
+    # A worker that refuses work (monitoring/worker_gate.py) says why in its heartbeat.
+    refusing = heartbeat.refusals(workers)
+    problems = {w["hostname"]: refusing.get(w["hostname"]) or sandbox_problem(w)
+                for w in workers}
+    details = {"workers": hosts, "queues": queues, **({"refusing": refusing} if refusing
+                                                       else {})}
     if all(problems.values()):  # every worker online reports it cannot run a sandbox
         host, why = sorted(problems.items())[0]
-        return {"ok": False, "workers": hosts, "queues": queues,
-                "error": f"no worker can grade: {host}: {why}"}
-    return {"workers": hosts, "queues": queues,
-            "last_beat_s": round(time.time() - workers[0]["at"], 1)}
+        return {"ok": False, **details, "error": f"no worker can grade: {host}: {why}"}
+    return {**details, "last_beat_s": round(time.time() - workers[0]["at"], 1)}
 
 
 def health_report() -> dict:

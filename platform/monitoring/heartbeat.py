@@ -3,6 +3,10 @@ which queues it takes, whether it has a GPU and how full its warm sandbox pool i
 
 /healthz counts a worker as up while its key lives (OVERLAP_WORKER_STALE_SECONDS); the
 status page lists them. A worker that dies stops writing and its key expires.
+
+A worker whose sandbox cannot run refuses its sandbox queues (monitoring/worker_gate.py):
+its main process's heartbeat then carries ``refusing`` ({"queues", "why"}), and
+``queue_served`` counts that worker (every process of its host name) out of them.
 """
 
 import json
@@ -10,6 +14,7 @@ import logging
 import os
 import threading
 import time
+from collections import defaultdict
 
 from django.conf import settings
 
@@ -18,6 +23,12 @@ from monitoring import store
 log = logging.getLogger(__name__)
 WORKERS = "worker"
 SANDBOX_REPORT_EVERY = 4  # beats: the docker image check is not free
+
+# This process's sandbox gates (monitoring/worker_gate.py), by worker host name: the pid
+# that decided (a pool process forked later must not repeat its parent's refusal), the
+# sandbox queues the worker is configured for, and what it refuses ({}: nothing).
+_gates: dict[str, tuple[int, list[str], dict]] = {}
+_live: list["Heartbeat"] = []  # started in this process, not stopped
 
 
 def pool_stats() -> dict:
@@ -35,13 +46,16 @@ def pool_stats() -> dict:
 
 
 def beat(*, hostname: str, queues: list[str], pid: int | None = None,
-         sandbox: dict | None = None) -> dict:
-    """Write this worker's heartbeat now; returns what was written."""
+         sandbox: dict | None = None, refusing: dict | None = None) -> dict:
+    """Write this worker's heartbeat now; returns what was written. ``queues`` are those
+    it takes; ``refusing`` ({"queues", "why"}) those it is configured for but refuses."""
     pid = pid or os.getpid()
+    refusing = refusing or {}
     document = {
         "hostname": hostname,
         "pid": pid,
-        "queues": sorted(queues),
+        "queues": sorted(set(queues) | set(refusing.get("queues") or [])),
+        "refusing": refusing,
         "gpu": settings.OVERLAP_GPU or "",
         "sandbox": settings.OVERLAP_SANDBOX,
         "pool": pool_stats(),
@@ -73,12 +87,68 @@ def workers_online() -> list[dict]:
                   key=lambda d: -d["at"])
 
 
+def refusals(workers: list[dict]) -> dict[str, str]:
+    """Host name -> why, for each worker that refuses work (its sandbox cannot run)."""
+    return {w["hostname"]: (w.get("refusing") or {}).get("why") or "it refuses work"
+            for w in workers if (w.get("refusing") or {}).get("queues")}
+
+
+def serving(workers: list[dict]) -> dict[str, set[str]]:
+    """Host name -> the queues that worker takes now: those its processes' heartbeats
+    list, less those any of them refuses (its main process decides; pool processes only
+    list the queues they were started with)."""
+    listed: dict[str, set[str]] = defaultdict(set)
+    refused: dict[str, set[str]] = defaultdict(set)
+    for w in workers:
+        listed[w["hostname"]].update(w.get("queues") or [])
+        refused[w["hostname"]].update((w.get("refusing") or {}).get("queues") or [])
+    return {host: queues - refused[host] for host, queues in listed.items()}
+
+
 def queue_served(queue: str) -> bool:
-    """Whether a live worker takes ``queue`` (False when Redis cannot say)."""
+    """Whether a live worker takes ``queue`` (False when Redis cannot say). A worker that
+    refuses it (its sandbox cannot run) does not."""
     try:
-        return any(queue in (w.get("queues") or []) for w in workers_online())
+        return any(queue in queues for queues in serving(workers_online()).values())
     except Exception:  # Redis away: nobody can be shown to serve it
         return False
+
+
+def queue_refusal(queue: str) -> str | None:
+    """Why ``queue``'s jobs wait: no live worker takes it, and one that is there for it
+    refuses it (its sandbox cannot run). None when one takes it, when none is there for
+    it at all, or when Redis cannot say."""
+    try:
+        workers = workers_online()
+    except Exception:
+        return None
+    if any(queue in queues for queues in serving(workers).values()):
+        return None
+    refused = [w for w in workers if queue in ((w.get("refusing") or {}).get("queues") or [])]
+    return refusals(refused).popitem()[1] if refused else None
+
+
+def gate_decided(hostname: str, *, queues: list[str], refusing: dict, report: dict,
+                 beat_now: bool) -> None:
+    """A sandbox gate of this process (monitoring/worker_gate.py) checked its sandboxes:
+    this process's heartbeats for ``hostname`` carry its report, its queues and what it
+    refuses from now on, at once when that changed."""
+    _gates[hostname] = (os.getpid(), list(queues), refusing)
+    for running in [h for h in _live if h.hostname == hostname and h.pid == os.getpid()]:
+        running._sandbox = report
+        if beat_now:
+            running._safe_beat()
+
+
+def gate_gone(hostname: str) -> None:
+    _gates.pop(hostname, None)
+
+
+def _gate_here(hostname: str) -> tuple[list[str], dict]:
+    """The queues this process's gate for ``hostname`` holds (the consumer's selection
+    lacks them while it refuses) and what it refuses."""
+    pid, queues, refusing = _gates.get(hostname, (0, [], {}))
+    return (queues, refusing) if pid == os.getpid() else ([], {})
 
 
 class Heartbeat:
@@ -95,14 +165,16 @@ class Heartbeat:
                                         daemon=True)
 
     def start(self) -> "Heartbeat":
+        _live.append(self)
         self._safe_beat()
         self._thread.start()
         return self
 
     def _safe_beat(self) -> None:
+        gated, refusing = _gate_here(self.hostname)
         try:
-            beat(hostname=self.hostname, queues=self.queues, pid=self.pid,
-                 sandbox=self._sandbox)
+            beat(hostname=self.hostname, queues=sorted(set(self.queues) | set(gated)),
+                 pid=self.pid, sandbox=self._sandbox, refusing=refusing)
         except Exception as exc:  # Redis away: the key expires and /healthz says so
             log.warning("worker heartbeat failed: %s", exc)
 
@@ -121,6 +193,8 @@ class Heartbeat:
 
     def stop(self) -> None:
         self._stop.set()
+        if self in _live:
+            _live.remove(self)
         try:
             forget(hostname=self.hostname, pid=self.pid)
         except Exception as exc:

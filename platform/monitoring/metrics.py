@@ -127,10 +127,12 @@ class OverlapCollector:
 
         workers = heartbeat.workers_online()
         online = GaugeMetricFamily("overlap_workers_online",
-                                   "Celery workers with a fresh heartbeat", labels=["queue"])
+                                   "Celery workers with a fresh heartbeat that take the queue "
+                                   "(not one that refuses it: its sandbox cannot run)",
+                                   labels=["queue"])
+        serving = heartbeat.serving(workers)
         for queue in QUEUES:
-            hosts = {w["hostname"] for w in workers if queue in w.get("queues", [])}
-            online.add_metric([queue], len(hosts))
+            online.add_metric([queue], sum(queue in queues for queues in serving.values()))
         yield online
 
         pool = GaugeMetricFamily("overlap_sandbox_pool_ready",

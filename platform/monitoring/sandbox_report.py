@@ -37,5 +37,8 @@ def _docker_image(expected: str) -> dict:
     except Exception as exc:
         return {**report, "present": False, "error": type(exc).__name__}
     label = (image.labels or {}).get("org.overlap.runner-hash", "")
+    # The docker backend's own escape hatch: it then grades with a stale image.
+    allowed = {"stale_allowed": True} if os.environ.get(
+        "OVERLAP_SANDBOX_ALLOW_STALE_IMAGE") == "1" else {}
     return {**report, "present": True, "runner_hash": label, "fresh": label == expected,
-            "created": (image.attrs or {}).get("Created", "")}
+            "created": (image.attrs or {}).get("Created", ""), **allowed}

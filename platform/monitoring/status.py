@@ -38,6 +38,8 @@ def system_status() -> dict:
         worker["pool_size"] += doc.get("pool", {}).get("size", 0)
         if doc.get("sandbox_report"):
             worker["sandbox"] = doc["sandbox_report"]
+        if (doc.get("refusing") or {}).get("queues"):
+            worker["refusing"] = doc["refusing"]
     since = timezone.now() - timedelta(hours=1)
     recent = (Run.objects.filter(finished_at__gte=since)
               .values("verdict", "status").annotate(n=Count("id")).order_by("-n"))

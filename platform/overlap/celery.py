@@ -4,7 +4,8 @@ Queues: `default` (simulated exercises' runs), `authoring` (authors' validations
 never delay a candidate's run), `recovery` (the `overlap.recover` beat task, never stuck
 behind a backlog of runs), `gpu` (GPU exercises, consumed only by workers on a GPU host).
 Celery beat sends `overlap.recover` every OVERLAP_RECOVER_EVERY_S seconds: nothing stays
-stuck with nobody polling.
+stuck with nobody polling. A worker whose sandbox cannot run consumes none of the queues
+whose jobs need one until it can (monitoring/worker_gate.py).
 """
 
 import contextlib
@@ -22,6 +23,7 @@ log = logging.getLogger(__name__)
 app = Celery("overlap")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+app.steps["consumer"].add("monitoring.worker_gate:SandboxGate")
 
 
 @app.task(name="overlap.health", time_limit=10, soft_time_limit=5)

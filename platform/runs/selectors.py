@@ -18,6 +18,7 @@ def run_view(run: Run) -> dict:
         "run": run,
         "active": run.is_active,
         "elapsed": max(0.0, (elapsed_to - elapsed_from).total_seconds()),
+        "waiting": _waiting(run),
         "verdict_text": verdict_label(run.verdict),
         "error_line": _error_line(result),
         "passed": result.get("status") == "pass",
@@ -33,6 +34,16 @@ def run_view(run: Run) -> dict:
         "isolated": run.backend not in ("process",),
         "timeline": mark_safe(timeline_svg(result.get("trace"))),
     }
+
+
+def _waiting(run: Run) -> str:
+    """Why a queued run is not taken, when every worker there for its queue refuses work
+    (its sandbox unusable): said next to "Queued", rather than nothing."""
+    if run.status != Run.QUEUED:
+        return ""
+    from runs import services
+
+    return services.WAITING_FOR_A_WORKER if services.workers_refuse(run.queue) else ""
 
 
 def _error_line(result: dict) -> int | None:

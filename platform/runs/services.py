@@ -37,10 +37,28 @@ NO_GPU_WORKER = (
 )
 
 
+NO_WORKER_CAN_GRADE = (
+    "No grading worker can run code right now (their sandboxes are not working), so the "
+    "run cannot be graded now. Nothing counts against your code; tell your interviewer."
+)
+WAITING_FOR_A_WORKER = (
+    "Waiting: no grading worker can run code right now (their sandboxes are not working). "
+    "The run is graded as soon as one can; nothing counts against your code."
+)
+
+
 def gpu_worker_online() -> bool:
     from monitoring.heartbeat import queue_served
 
     return queue_served("gpu")
+
+
+def workers_refuse(queue: str) -> bool:
+    """Whether ``queue``'s jobs would only wait: every live worker there for it refuses
+    work, its sandbox unusable (monitoring/worker_gate.py)."""
+    from monitoring.heartbeat import queue_refusal
+
+    return queue_refusal(queue) is not None
 
 
 def run_create(*, session, code: str, requested_by: str) -> Run:
@@ -54,6 +72,8 @@ def run_create(*, session, code: str, requested_by: str) -> Run:
         raise RunRefused("There is no code to run.")
     if queue_for(session.exercise_version) == "gpu" and not gpu_worker_online():
         raise RunRefused(NO_GPU_WORKER)
+    if workers_refuse(queue_for(session.exercise_version)):
+        raise RunRefused(NO_WORKER_CAN_GRADE)
     from interviews.models import InterviewSession
 
     with transaction.atomic():

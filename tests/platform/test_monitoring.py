@@ -42,13 +42,13 @@ def staff_groups(transactional_db):
 def worker(transactional_db, django_db_blocker, settings, monkeypatch):
     """A real worker in a thread; its own database connection sees committed data only,
     hence transactional_db."""
-    settings.OVERLAP_SANDBOX = "docker"  # this image tag does not exist: runs fail fast
+    settings.OVERLAP_SANDBOX = "docker"  # this image tag does not exist: it refuses work
     monkeypatch.setenv("OVERLAP_SANDBOX_IMAGE",
                        "overlap-sandbox:no-such-image-for-monitoring-tests")
     with django_db_blocker.unblock(), start_worker(
         app, pool="solo", perform_ping_check=False, shutdown_timeout=10,
-        queues=["default"],
-    ) as running:
+        queues=["default"], hostname="refuses@monitoring-tests",  # its own: no other
+    ) as running:                                                # worker's state is ours
         yield running
     from monitoring import signals
 
@@ -171,7 +171,7 @@ def test_health_is_200_with_a_live_worker(client, grading_worker):
 
 
 def test_health_is_503_when_the_only_worker_cannot_start_a_sandbox(client, worker):
-    # The `worker` fixture's docker image does not exist: every run it took would fail.
+    # The `worker` fixture's docker image does not exist: it cannot grade (it refuses work).
     response = _health_once_reported(client, worker.hostname, "docker")
     assert response.status_code == 503, response.json()
     error = response.json()["checks"]["worker"]["error"]
@@ -257,7 +257,15 @@ def test_a_finished_run_is_observed_once(client, live_session):
 
 
 def test_a_run_through_the_worker_is_observed_and_a_sandbox_failure_counted(
-        client, staff_groups, live_session, worker):
+        client, staff_groups, live_session, grading_worker):
+    from catalog.models import ExerciseVersion
+
+    # The worker can grade, so it takes the run (a worker whose sandbox cannot run takes
+    # none: test_worker_refuses_work.py); but this version's files cannot be written out
+    # for its sandbox: a platform failure, never the candidate's.
+    version = live_session.exercise_version
+    ExerciseVersion.objects.filter(pk=version.pk).update(
+        files={**version.files, "../outside-the-exercise.py": ""})
     response = client.post(f"/c/{live_session.token}/run/", {"code": "x = 1\n"})
     assert response.status_code == 200
     run = live_session.runs.get()
@@ -265,7 +273,8 @@ def test_a_run_through_the_worker_is_observed_and_a_sandbox_failure_counted(
     while run.status in Run.ACTIVE and time.monotonic() < deadline:
         time.sleep(0.2)
         run.refresh_from_db()
-    assert run.status == Run.INTERNAL_ERROR  # no such sandbox image
+    assert run.status == Run.INTERNAL_ERROR, run.error
+    assert "unsafe file name" in run.error
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         text = client.get("/metrics").content.decode()

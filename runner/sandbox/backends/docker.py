@@ -200,6 +200,7 @@ class DockerBackend(Backend):
     def __init__(self):
         self._client = None
         self._checked_at = 0.0
+        self._checked_key: tuple | None = None
         self._problem: str | None = "not checked"
         # Threads of one process ask at once (a pool starting, the heartbeat): one checks,
         # the others wait for its answer instead of reading "not checked" meanwhile.
@@ -213,11 +214,13 @@ class DockerBackend(Backend):
         return self._client
 
     def problem(self) -> str | None:
-        # Checked at most every 10 s: the engine can come and go.
+        # Checked at most every 10 s: the engine can come and go. Another image (or the
+        # stale-image setting) is another question: asked at once.
+        key = (image_name(), os.environ.get("OVERLAP_SANDBOX_ALLOW_STALE_IMAGE"))
         with self._check_lock:
-            if time.monotonic() - self._checked_at >= 10:
+            if time.monotonic() - self._checked_at >= 10 or key != self._checked_key:
                 self._problem = self._check()
-                self._checked_at = time.monotonic()
+                self._checked_at, self._checked_key = time.monotonic(), key
             return self._problem
 
     def _check(self) -> str | None:
