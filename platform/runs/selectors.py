@@ -19,6 +19,7 @@ def run_view(run: Run) -> dict:
         "active": run.is_active,
         "elapsed": max(0.0, (elapsed_to - elapsed_from).total_seconds()),
         "waiting": _waiting(run),
+        "ahead": _ahead(run),
         "verdict_text": verdict_label(run.verdict),
         "error_line": _error_line(result),
         "passed": result.get("status") == "pass",
@@ -34,6 +35,15 @@ def run_view(run: Run) -> dict:
         "isolated": run.backend not in ("process",),
         "timeline": mark_safe(timeline_svg(result.get("trace"))),
     }
+
+
+def _ahead(run: Run) -> int:
+    """Runs of the same queue that were queued before this one and wait still: what the
+    candidate waits for ("Queued (2 ahead)")."""
+    if run.status != Run.QUEUED:
+        return 0
+    return Run.objects.filter(status=Run.QUEUED, queue=run.queue,
+                              created_at__lt=run.created_at).count()
 
 
 def _waiting(run: Run) -> str:

@@ -33,6 +33,25 @@ def test_candidate_run_is_queued_and_shows_progress(client, live_session):
     assert live_session.revisions.filter(code="x = 1\n").exists()
 
 
+def test_a_queued_run_says_how_many_runs_wait_before_it(client, live_session, interviewer):
+    from interviews import services as interviews
+
+    other = interviews.session_create(interviewer=interviewer,
+                                      exercise=live_session.exercise_version.exercise,
+                                      candidate_name="Ada", candidate_email="ada@example.org")
+    interviews.session_start(session=other)
+    other.refresh_from_db()
+    client.post(f"/c/{other.token}/run/", {"code": "x = 1\n"})  # queued first
+    html = client.post(f"/c/{live_session.token}/run/", {"code": "x = 2\n"}).content.decode()
+    assert "Queued (1 ahead)" in html
+    mine = live_session.runs.get()
+    assert "ahead" not in client.get(f"/c/{other.token}/runs/{other.runs.get().pk}/")\
+        .content.decode()  # the first in line has nobody ahead
+    other.runs.update(status=Run.DONE)
+    page = client.get(f"/c/{live_session.token}/runs/{mine.pk}/").content.decode()
+    assert "Queued" in page and "ahead" not in page
+
+
 def test_only_one_run_in_flight_per_session(client, live_session):
     client.post(f"/c/{live_session.token}/run/", {"code": "x = 1\n"})
     second = client.post(f"/c/{live_session.token}/run/", {"code": "x = 2\n"}).content.decode()
