@@ -65,6 +65,7 @@ def run(runtime: Runtime, hello: dict) -> dict:
     source = hello["code"]
     DISPLAY["name"] = str(hello.get("display", "solution.py"))[:200]
     linecache.cache[FILENAME] = (len(source), None, source.splitlines(True), FILENAME)
+    runtime.make_classes = build_classes
     runtime.classes = build_classes(runtime, hello["classes"])
     _install_kit_module(runtime.classes)
     patches.install(runtime, FILENAME)

@@ -14,8 +14,10 @@ Proxies hash by handle, so sets of them iterate in the same order in every proce
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
-from runner.candidate.runtime import Runtime
+if TYPE_CHECKING:
+    from runner.candidate.runtime import Runtime
 
 
 def _refuse(self, *args, **kwargs):

@@ -59,6 +59,9 @@ class Runtime:
         self._ids = itertools.count(1)
         self.proxies: dict[int, object] = {}
         self.classes: dict[str, type] = {}
+        # Builds proxy classes from the surfaces the grader describes (the program sets
+        # proxies.build_classes: imports go one way, proxies -> runtime).
+        self.make_classes = None
         self.loop_running = False
         self.spins = 0  # loop iterations with ready work but no progress (polling)
         self._stall_start: int | None = None
@@ -188,9 +191,7 @@ class Runtime:
             proxy = self.proxies.get(handle)
             if proxy is None:
                 if value["$c"] not in self.classes and "$s" in value:
-                    from runner.candidate.proxies import build_classes
-
-                    self.classes.update(build_classes(self, {value["$c"]: value["$s"]}))
+                    self.classes.update(self.make_classes(self, {value["$c"]: value["$s"]}))
                 cls = self.classes[value["$c"]]
                 proxy = cls._overlap_make(handle, self._decode_attrs(value.get("$a", {})))
                 self.proxies[handle] = proxy
