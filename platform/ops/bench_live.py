@@ -19,6 +19,8 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 
+from runner.units import in_proc
+
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
@@ -67,12 +69,15 @@ class Samples:
         with self.lock:
             self.values.append(value)
 
-    def row(self, label: str) -> str:
+    def row(self, label: str, units: dict | None = None) -> str:
+        """A table row; with ``units`` (runner.units), p50 and p95 in proc units too."""
         v = self.values
         if not v:
-            return f"| {label} | 0 | - | - | - | {len(self.errors)} |"
-        return (f"| {label} | {len(v)} | {percentile(v, 0.5):.3f} | {percentile(v, 0.95):.3f} "
-                f"| {statistics.mean(v):.3f} | {len(self.errors)} |")
+            return f"| {label} | 0 | - | - | - | {len(self.errors)} | - | - |"
+        p50, p95 = percentile(v, 0.5), percentile(v, 0.95)
+        return (f"| {label} | {len(v)} | {p50:.3f} | {p95:.3f} "
+                f"| {statistics.mean(v):.3f} | {len(self.errors)} "
+                f"| {in_proc(p50, units or {}) or '-'} | {in_proc(p95, units or {}) or '-'} |")
 
 
 RUN_ID = re.compile(r'id="run-(\d+)"')
@@ -195,8 +200,9 @@ def clicks_concurrently(base: str, tokens: list[str], code: str, runs: int,
 
 
 def report(title: str, rows: list[str]) -> str:
-    header = ["", f"### {title}", "", "| measure | n | p50 s | p95 s | mean s | errors |",
-              "|---|---|---|---|---|---|"]
+    header = ["", f"### {title}", "",
+              "| measure | n | p50 s | p95 s | mean s | errors | p50 proc | p95 proc |",
+              "|---|---|---|---|---|---|---|---|"]
     return "\n".join(header + rows)
 
 

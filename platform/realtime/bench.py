@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 import websockets
 
+from runner.units import in_proc
+
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
@@ -30,12 +32,16 @@ class Result:
     typed: int = 0
     errors: list[str] = field(default_factory=list)
 
-    def row(self, label: str) -> str:
+    def row(self, label: str, units: dict | None = None) -> str:
+        """A table row; with ``units`` (runner.units), p50 and p95 in proc units too."""
         v = self.latencies_ms
         if not v:
-            return f"| {label} | 0 | - | - | - | - | {self.typed - len(v)} |"
-        return (f"| {label} | {len(v)} | {percentile(v, 0.5):.1f} | {percentile(v, 0.95):.1f} "
-                f"| {percentile(v, 0.99):.1f} | {max(v):.1f} | {self.typed - len(v)} |")
+            return f"| {label} | 0 | - | - | - | - | {self.typed - len(v)} | - | - |"
+        p50, p95 = percentile(v, 0.5), percentile(v, 0.95)
+        in_units = [in_proc(ms / 1000, units or {}) or "-" for ms in (p50, p95)]
+        return (f"| {label} | {len(v)} | {p50:.1f} | {p95:.1f} "
+                f"| {percentile(v, 0.99):.1f} | {max(v):.1f} | {self.typed - len(v)} "
+                f"| {in_units[0]} | {in_units[1]} |")
 
 
 async def _receive_hello(ws) -> dict:
@@ -140,8 +146,9 @@ async def run(ws_base: str, origin: str, sessions: list[tuple[str, int]], cookie
 
 def report(title: str, rows: list[str]) -> str:
     return "\n".join(["", f"### {title}", "",
-                      "| measure | n | p50 ms | p95 ms | p99 ms | max ms | lost |",
-                      "|---|---|---|---|---|---|---|", *rows])
+                      "| measure | n | p50 ms | p95 ms | p99 ms | max ms | lost | p50 proc "
+                      "| p95 proc |",
+                      "|---|---|---|---|---|---|---|---|---|", *rows])
 
 
 def summary(result: Result) -> dict:

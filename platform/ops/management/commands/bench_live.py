@@ -13,6 +13,7 @@ from catalog.models import Exercise
 from interviews import services
 from ops import bench_live
 from ops.stack import Stack, wait_for_port
+from runner import units
 from runs.models import Run
 
 STAFF = ("bench-interviewer", "bench-password-not-secret")
@@ -40,6 +41,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, exercise, concurrency, workers, runs, keystrokes, push,
                **options):
+        measured = units.measure()  # machine-speed units, in the same run
         call_command("sync_content", verbosity=0)
         user, _ = User.objects.get_or_create(username=STAFF[0])
         user.set_password(STAFF[1])
@@ -65,7 +67,8 @@ class Command(BaseCommand):
             f"Live interview latency ({exercise}, sandbox {backend}, {database}, "
             f"DEBUG {'on' if settings.DEBUG else 'off'}, {os.cpu_count()} CPUs, "
             f"{sys.platform})",
-            [s.row(label) for label, s in samples.items()]))
+            [s.row(label, measured) for label, s in samples.items()]))
+        self.stdout.write(units.describe(measured))
         for label, s in samples.items():
             for error in s.errors[:3]:
                 self.stderr.write(f"{label}: {error}")

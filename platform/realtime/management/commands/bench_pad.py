@@ -12,6 +12,7 @@ from catalog.models import Exercise
 from interviews import services
 from ops.stack import Stack, wait_for_port
 from realtime import bench
+from runner import units
 
 PORTS = range(8100, 8200)  # this project's range for servers a benchmark starts
 
@@ -42,6 +43,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, exercise, sessions, rate, seconds, url, json, **options):
+        measured = units.measure()  # machine-speed units, in the same run
         call_command("sync_content", verbosity=0)
         user, _ = User.objects.get_or_create(username="bench-pad-interviewer")
         user.groups.add(Group.objects.get(name="interviewers"))
@@ -81,7 +83,8 @@ class Command(BaseCommand):
         self.stdout.write(bench.report(
             f"Live pad: keystroke -> visible on the other side ({sessions} sessions typing at "
             f"{rate:g} chars/s for {seconds:g} s; uvicorn + Channels + Redis)",
-            [result.row("keystroke -> interviewer's socket")]))
+            [result.row("keystroke -> interviewer's socket", measured)]))
+        self.stdout.write(units.describe(measured))
         for error in result.errors[:5]:
             self.stderr.write(f"error: {error}")
 
