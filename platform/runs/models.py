@@ -37,6 +37,9 @@ class Run(models.Model):
     # worker's last sign of life.
     last_enqueued_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # The process grading it ("<host>|<pid>:<start ticks>"): a worker process that dies is
+    # seen at once on its host, without waiting for its heartbeat to go stale.
+    worker = models.CharField(max_length=200, blank=True, default="")
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -9,6 +9,7 @@ their next poll.
 
 import contextlib
 import logging
+import socket
 from datetime import timedelta
 
 from django.conf import settings
@@ -138,7 +139,7 @@ def run_execute(*, run_id: int) -> None:
     """Claim the run (queued -> running) and grade it. A run already claimed is left alone."""
     if not jobs.claim(Run.objects.filter(pk=run_id, status=Run.QUEUED),
                       status=Run.RUNNING, started_at=timezone.now(), heartbeat_at=timezone.now(),
-                      attempts=jobs.bump_attempts()):
+                      attempts=jobs.bump_attempts(), worker=this_process()):
         log.info("run %s: not queued any more; nothing to do", run_id)
         return
     run = Run.objects.select_related("exercise_version").get(pk=run_id)
@@ -186,7 +187,10 @@ def runs_recover(*, now=None, run_ids=None) -> dict[str, int]:
     if not broker_up:
         return counts  # the next beat tries again
 
-    for run in jobs.dead(runs.filter(status=Run.RUNNING), now=now):
+    running = runs.filter(status=Run.RUNNING)
+    dead = {run.pk: run for run in jobs.dead(running, now=now)}
+    dead.update({run.pk: run for run in _crashed_here(running)})
+    for run in dead.values():
         if jobs.attempts_left(run):
             if jobs.claim(Run.objects.filter(pk=run.pk, status=Run.RUNNING),
                           status=Run.QUEUED, heartbeat_at=None):
@@ -206,6 +210,32 @@ def runs_recover(*, now=None, run_ids=None) -> dict[str, int]:
             if failed:
                 announce(run, Run.INTERNAL_ERROR)
     return counts
+
+
+def this_process() -> str:
+    """This worker process, uniquely: "<host>|<pid>:<start ticks>"."""
+    from runner.sandbox.backends.base import process_token
+
+    return f"{socket.gethostname()}|{process_token()}"
+
+
+def _crashed_here(running) -> list[Run]:
+    """Running rows whose grading process, on this host, is gone (killed, crashed): they
+    are dead now, not once their heartbeat has been silent for OVERLAP_JOB_DEAD_AFTER_S."""
+    from runner.sandbox.backends.base import token_alive
+
+    host = socket.gethostname() + "|"
+    return [run for run in running.filter(worker__startswith=host)
+            if not token_alive(run.worker[len(host):])]
+
+
+def runs_recover_crashed() -> dict[str, int]:
+    """At a worker process's start (Celery starts one when another died): its dead
+    siblings' runs are retried now, within seconds of the crash."""
+    crashed = [run.pk for run in _crashed_here(Run.objects.filter(status=Run.RUNNING))]
+    if not crashed:
+        return {"requeued": 0, "retried": 0, "failed": 0}
+    return runs_recover(run_ids=crashed)
 
 
 def _answer_unserved_gpu_runs(runs, now) -> int:

@@ -1,3 +1,5 @@
+import logging
+
 from celery import shared_task
 from celery.signals import (
     worker_process_init,
@@ -8,6 +10,8 @@ from celery.signals import (
 
 from overlap.celery import requeue_when_db_down
 from runs import sandbox, services
+
+log = logging.getLogger(__name__)
 
 
 @shared_task(name="runs.execute", bind=True, acks_late=True, reject_on_worker_lost=True,
@@ -27,6 +31,13 @@ def _recover_on_start(**kwargs) -> None:
 
 @worker_process_init.connect
 def _warm_sandboxes(**kwargs) -> None:
+    # Celery starts a pool process when another died (killed, out of memory): what the
+    # dead one left is cleaned up and its run retried now, not at the next worker start.
+    try:
+        sandbox.sandbox_reap()
+        services.runs_recover_crashed()
+    except Exception:  # a broken clean-up must not stop the process from serving
+        log.warning("clean-up after a dead worker process failed", exc_info=True)
     sandbox.sandbox_pool_start()
 
 

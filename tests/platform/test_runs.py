@@ -317,3 +317,40 @@ def test_the_session_form_says_no_gpu_worker_and_refuses_a_gpu_exercise(staff_cl
         "time_zone": "UTC"})
     assert response.status_code == 200
     assert "no GPU worker is online" in response.content.decode()
+
+
+def test_a_run_whose_worker_process_died_is_retried_at_once(live_session):
+    """A pool process killed mid-run (SIGKILL, the OOM killer) stops beating, but waiting
+    out OVERLAP_JOB_DEAD_AFTER_S (45 s) to notice was the candidate's wait. The process
+    that replaces it sees, on its host, that the run's process is gone."""
+    import os
+    import subprocess
+    import sys
+
+    from runner.sandbox.backends.base import process_start
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a process that ran here and is dead now
+    host = services.this_process().split("|")[0]
+    fresh = timezone.now()
+    dead = Run.objects.create(session=live_session, exercise_version=live_session.exercise_version,
+                              code="x = 1\n", status=Run.RUNNING, attempts=1, started_at=fresh,
+                              heartbeat_at=fresh, worker=f"{host}|{gone.pid}:1")
+    alive = Run.objects.create(session=live_session,
+                               exercise_version=live_session.exercise_version, code="x = 2\n",
+                               status=Run.RUNNING, attempts=1, started_at=fresh,
+                               heartbeat_at=fresh,
+                               worker=f"{host}|{os.getpid()}:{process_start(os.getpid())}")
+    elsewhere = Run.objects.create(session=live_session,
+                                   exercise_version=live_session.exercise_version,
+                                   code="x = 3\n", status=Run.RUNNING, attempts=1,
+                                   started_at=fresh, heartbeat_at=fresh,
+                                   worker=f"another-host|{gone.pid}:1")
+    counts = services.runs_recover_crashed()
+    assert counts["retried"] == 1
+    dead.refresh_from_db()
+    alive.refresh_from_db()
+    elsewhere.refresh_from_db()
+    assert dead.status == Run.QUEUED  # sent again, its heartbeat still fresh
+    assert alive.status == Run.RUNNING and elsewhere.status == Run.RUNNING
+    assert _queue_length() >= 1
