@@ -3,7 +3,7 @@
 A grader module defines ``EXERCISE = Exercise(...)``: how to build the simulated
 cluster for each scenario, the checks, the speedup target and the theoretical bound.
 A GPU exercise defines ``EXERCISE = GpuExercise(...)`` instead (real PyTorch on a CUDA
-device, graded by ``runner/gpu_grading.py``).
+device, graded by ``runner/gpu/grading.py``).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class Exercise:
 
 @dataclass
 class GpuExercise:
-    """The code side of a GPU exercise (graded by ``runner/gpu_grading.py``).
+    """The code side of a GPU exercise (graded by ``runner/gpu/grading.py``).
 
     build(device, config, recorder) -> job      what ``Trainer(job)`` receives: fresh for
                                                 every run, fixed seeds only

@@ -1,7 +1,7 @@
 """Fork servers: one warm process that forks a fresh process for every run.
 
 Both tracks run candidate code this way. The grader (trusted) starts the server once
-(``python -m runner.candidate`` for simulated exercises, ``python -m runner.gpu_worker``
+(``python -m runner.candidate`` for simulated exercises, ``python -m runner.gpu.worker``
 for GPU ones) with one end of a control socket; for every run it sends a ``fork``
 request carrying one end of a new socket pair, and the server forks a child that becomes
 that run's process and answers its pid. ``wait`` (or the server's own name for it) reaps

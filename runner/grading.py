@@ -308,7 +308,7 @@ def grade(
 
     ``watchdog_seconds``: CPU seconds one run of the candidate's process may use (default
     ``host.CPU_S``): CPU time, not real time, so a busy host never changes a verdict.
-    GPU exercises are graded by ``runner.gpu_grading``; ``runner.tracks.grade`` picks."""
+    GPU exercises are graded by ``runner.gpu.grading``; ``runner.tracks.grade`` picks."""
     exercise = load(exercise_ref)
     if exercise.track != "simulated":
         raise InternalError(f"{exercise.slug} is a {exercise.track} exercise: use runner.tracks")

@@ -1,7 +1,7 @@
 """What both grading tracks share: the candidate's file, errors, output.
 
 Imports go one way: ``contract`` <- ``harness`` <- the tracks (``grading`` for simulated
-exercises, ``gpu_grading`` for GPU ones) <- ``cli``. Neither track imports the other.
+exercises, ``gpu.grading`` for GPU ones) <- ``cli``. Neither track imports the other.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Which grading track an exercise takes: simulated (``grading``) or GPU (``gpu_grading``)."""
+"""Which grading track an exercise takes: simulated (``grading``) or GPU (``gpu.grading``)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ def grade(
     """Grade one code file; the result follows ``runner.contract``."""
     exercise = load(exercise_ref)
     if exercise.track == "gpu":
-        from runner import gpu_grading
+        from runner.gpu import grading as gpu
 
-        return gpu_grading.grade(
+        return gpu.grade(
             exercise,
             code_path,
             trials=trials,

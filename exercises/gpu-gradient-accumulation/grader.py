@@ -16,14 +16,14 @@ Checks (on the checked run, with races amplified, and again on every timed run):
 - final_weights  the returned weights equal the sequential run's at epoch S
 - wasted_work    every optimizer step of epochs 0..S happened, and at most one more
                  epoch was trained
-(+ host_syncs, plausible and timing_spread from runner/gpu_grading.py)
+(+ host_syncs, plausible and timing_spread from runner/gpu/grading.py)
 
 A micro-batch read before its copy had landed, or whose device memory a later copy
 reused while training still read it, changes that step's gradients: the next validation
 then reads weights that are no epoch's end, and `validation` fails. When it fails, the
 checks built on its results (losses, stop_epoch, final_weights, wasted_work) are skipped.
 
-Races are amplified on the checked run (runner/gpu_kit.py): in even epochs every copy of
+Races are amplified on the checked run (runner/gpu/kit.py): in even epochs every copy of
 a job's host batch waits on its stream before it starts (an unordered reader runs ahead
 of the data), in odd epochs every forward pass waits on its stream (a copy that reuses
 memory still being read overwrites it first).
@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 
 from runner.exercise import GpuExercise
-from runner.gpu_kit import CountingSGD, host_batches, max_difference
+from runner.gpu.kit import CountingSGD, host_batches, max_difference
 from runner.result import Check
 
 WEIGHT_ATOL = 1e-4

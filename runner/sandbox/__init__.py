@@ -13,8 +13,8 @@ this package and must start without the host's dependencies (docker).
 _EXPORTS = {
     "grade": "runner.sandbox.run",
     "run_script": "runner.sandbox.run",
-    "choose_backend": "runner.sandbox.run",
-    "backend_problems": "runner.sandbox.run",
+    "choose_backend": "runner.sandbox.choice",
+    "backend_problems": "runner.sandbox.choice",
     "reap_leftovers": "runner.sandbox.run",
     "Limits": "runner.sandbox.limits",
     "SandboxUnavailable": "runner.sandbox.backends.base",

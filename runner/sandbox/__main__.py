@@ -7,7 +7,7 @@ Exit status 0 when an isolating backend (docker or bwrap) is available, 1 otherw
 import sys
 
 from runner.sandbox.backends.base import SandboxUnavailable
-from runner.sandbox.run import backend_problems, choose_backend
+from runner.sandbox.choice import backend_problems, choose_backend
 
 
 def main() -> int:

@@ -19,9 +19,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from runner.sandbox.choice import BACKENDS, get_backend
 from runner.sandbox.limits import Limits
 from runner.sandbox.pool import start_pool, stop_pool
-from runner.sandbox.run import BACKENDS, get_backend, grade, run_script
+from runner.sandbox.run import grade, run_script
 
 PROGRAM = (  # a grader's shape: torch (preloaded in a warm sandbox), one result document
     "import json, torch\n"

@@ -24,6 +24,7 @@ import threading
 import time
 
 from runner.sandbox.backends.base import Backend, Sandbox
+from runner.sandbox.choice import choose_backend, normalize_gpu
 from runner.sandbox.limits import Limits
 
 log = logging.getLogger(__name__)
@@ -165,8 +166,6 @@ _pools_lock = threading.Lock()
 def start_pool(backend: str = "auto", size: int | None = None, limits=None, gpu=None):
     """Start a warm pool for `backend` (auto: the backend runs would use). Returns it, or
     None when the size is 0."""
-    from runner.sandbox.run import choose_backend, normalize_gpu
-
     chosen = choose_backend(backend)
     size = default_size(chosen.name) if size is None else size
     if size <= 0:

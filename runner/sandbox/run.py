@@ -1,98 +1,23 @@
-"""Running one job in a sandbox: choosing the backend, using the pool, building the result."""
+"""Running one job in a sandbox: using the pool, building the result.
 
-import os
+Imports go one way: ``choice`` (which backend) <- ``pool`` (warm sandboxes) <- ``run``.
+"""
+
 import time
 
 from runner.sandbox.backends.base import Backend, SandboxUnavailable
+from runner.sandbox.choice import choose_backend, get_backend, normalize_gpu
 from runner.sandbox.job import Job, grade_job, script_job
 from runner.sandbox.limits import Limits
+from runner.sandbox.pool import take_warm
 from runner.sandbox.result import RawRun, interpret
 
-BACKENDS = ("docker", "bwrap", "process")
 COLD_SLACK_S = 60.0  # starting a sandbox and importing torch, on top of the wall limit
 POOLED_SLACK_S = 10.0
-_instances: dict[str, Backend] = {}
-
-
-def _forget_backends() -> None:
-    # A forked process (a Celery pool process) must not share its parent's engine client:
-    # two processes on one HTTP connection garble each other's requests, the engine then
-    # looks unavailable and the process falls back to a backend without a warm pool.
-    _instances.clear()
-
-
-os.register_at_fork(after_in_child=_forget_backends)
-
-
-def get_backend(name: str) -> Backend:
-    if name not in _instances:
-        if name == "docker":
-            from runner.sandbox.backends.docker import DockerBackend
-
-            _instances[name] = DockerBackend()
-        elif name == "bwrap":
-            from runner.sandbox.backends.bwrap import BwrapBackend
-
-            _instances[name] = BwrapBackend()
-        elif name == "process":
-            from runner.sandbox.backends.process import ProcessBackend
-
-            _instances[name] = ProcessBackend()
-        else:
-            raise ValueError(f"unknown sandbox backend {name!r} (one of {', '.join(BACKENDS)})")
-    return _instances[name]
-
-
-def backend_problems() -> dict[str, str | None]:
-    """For each backend, None if it can run here, else why not."""
-    return {name: get_backend(name).problem() for name in BACKENDS}
-
-
-def unisolated_allowed() -> bool:
-    return os.environ.get("OVERLAP_SANDBOX_ALLOW_PROCESS", "") in ("1", "true", "yes")
-
-
-def choose_backend(requested: str = "auto", *, allow_unisolated: bool | None = None) -> Backend:
-    """The backend for a run. `auto` takes docker, else bwrap, else (only when allowed)
-    process; a backend named explicitly must be usable, or SandboxUnavailable says why."""
-    if requested != "auto":
-        backend = get_backend(requested)
-        problem = backend.problem()
-        if problem:
-            raise SandboxUnavailable(f"sandbox '{requested}' cannot run here: {problem}")
-        return backend
-    if allow_unisolated is None:
-        allow_unisolated = unisolated_allowed()
-    reasons = []
-    for name in ("docker", "bwrap"):
-        problem = get_backend(name).problem()
-        if problem is None:
-            return get_backend(name)
-        reasons.append(f"{name}: {problem}")
-    if allow_unisolated:
-        return get_backend("process")
-    raise SandboxUnavailable(
-        "no isolating sandbox is available ("
-        + "; ".join(reasons)
-        + "). Set OVERLAP_SANDBOX_ALLOW_PROCESS=1 to run code unisolated (local trial only)."
-    )
-
-
-def normalize_gpu(gpu) -> str | list[str] | None:
-    """None (no GPU), "all", or a list of device ids."""
-    if gpu in (None, False, "", "none"):
-        return None
-    if gpu is True or gpu == "all":
-        return "all"
-    if isinstance(gpu, str):
-        gpu = gpu.split(",")
-    return [str(g).strip() for g in gpu if str(g).strip()]
 
 
 def execute(job: Job, backend: Backend, gpu=None) -> dict:
     """Run a job in a fresh (or pooled) sandbox of `backend`; always destroys it."""
-    from runner.sandbox.pool import take_warm
-
     limits = job.limits
     started = time.monotonic()
     sandbox = take_warm(backend.name, limits, gpu)

@@ -3,7 +3,7 @@
 Streams cannot race on a CPU, so races are simulated by changing what the run process
 reported (a validation that read other weights, weights that changed under a validation);
 the checker must name them. Candidate code that uses CUDA streams runs here, in its run
-process, against stand-ins for torch.cuda's stream API (``gpu_kit.cpu_stream_stand_ins``),
+process, against stand-ins for torch.cuda's stream API (``runner.gpu.kit.cpu_stream_stand_ins``),
 which is enough to check its arithmetic.
 """
 
@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from runner import gpu_grading
 from runner.exercise import load
-from runner.gpu_host import RunRecord
-from runner.gpu_kit import max_difference
+from runner.gpu import grading
+from runner.gpu.host import RunRecord
+from runner.gpu.kit import max_difference
 from runner.harness import Program
 
 SLUG = "gpu-gradient-accumulation"
@@ -33,7 +33,7 @@ def exercise():
 
 def starter_run(exercise):
     """The starter's run on CPU and the reference built from it (as grading does)."""
-    harness = gpu_grading._Harness(exercise, torch.device("cpu"), exercise.cpu_config)
+    harness = grading._Harness(exercise, torch.device("cpu"), exercise.cpu_config)
     starter = Program.from_file(exercise.starter)
     config = exercise.no_early_stop(exercise.cpu_config)
     trajectory = harness.run_once(
@@ -138,7 +138,7 @@ def test_a_result_of_the_wrong_shape_is_explained(exercise):
 
 def grade(path, trials=2):
     exercise = load(SLUG)
-    return gpu_grading.grade(exercise, path, device="cpu", trials=trials)
+    return grading.grade(exercise, path, device="cpu", trials=trials)
 
 
 def failing(result):
@@ -220,7 +220,7 @@ def test_an_answer_memoised_in_one_run_never_reaches_another(write_code):
 def synced_run(tmp_path, syncs, steps):
     code = tmp_path / "candidate.py"
     code.write_text("a = 1\nloss = x.item()\nprint(loss)\n")
-    run = gpu_grading.GpuRun("checked", None, config=None, recorder=RunRecord(torch.device("cuda")))
+    run = grading.GpuRun("checked", None, config=None, recorder=RunRecord(torch.device("cuda")))
     run.recorder.steps = steps
     run.syncs = syncs
     return run, Program.from_file(code)
@@ -230,7 +230,7 @@ def test_host_syncs_while_training_remains_are_listed_by_line(tmp_path):
     syncs = [(2, 3, "synchronizing operation"), (2, 5, "synchronizing operation")]
     syncs.append((3, 10, "synchronizing operation"))  # after the last step: allowed
     run, program = synced_run(tmp_path, syncs, steps=10)
-    check = gpu_grading._host_sync_check(run, program)
+    check = grading._host_sync_check(run, program)
     assert check.status == "warn"
     assert "waited for the device 2 times" in check.message
     assert "line 2 `loss = x.item()` x2" in check.message
@@ -239,4 +239,4 @@ def test_host_syncs_while_training_remains_are_listed_by_line(tmp_path):
 
 def test_a_sync_after_the_last_step_is_fine(tmp_path):
     run, program = synced_run(tmp_path, [(3, 10, "synchronizing operation")], steps=10)
-    assert gpu_grading._host_sync_check(run, program).status == "pass"
+    assert grading._host_sync_check(run, program).status == "pass"

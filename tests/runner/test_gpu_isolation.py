@@ -12,15 +12,15 @@ import os
 import pytest
 import torch
 
-from runner import gpu_grading, gpu_wire
 from runner.contract import validate_result
 from runner.exercise import load
+from runner.gpu import grading, wire
 
 SLUG = "gpu-gradient-accumulation"
 
 
 def grade(path, trials=2):
-    return gpu_grading.grade(load(SLUG), path, device="cpu", trials=trials)
+    return grading.grade(load(SLUG), path, device="cpu", trials=trials)
 
 
 def failing(result):
@@ -121,31 +121,31 @@ def test_the_grader_never_executes_the_candidates_file(write_code, monkeypatch):
 
 def test_tensors_round_trip_and_bad_sizes_are_refused():
     t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
-    wire = gpu_wire.encode_tensor(t)
-    assert torch.equal(gpu_wire.decode_tensor(wire, gpu_wire.Budget(1000)), t)
-    short = dict(wire, b=base64.b64encode(b"\0" * 20).decode())
-    with pytest.raises(gpu_wire.WireError, match="length"):
-        gpu_wire.decode_tensor(short, gpu_wire.Budget(1000))
-    with pytest.raises(gpu_wire.WireError, match="more tensor data"):
-        gpu_wire.decode_tensor(wire, gpu_wire.Budget(8))
-    with pytest.raises(gpu_wire.WireError, match="shape"):
-        gpu_wire.decode_tensor(wire, gpu_wire.Budget(1000), (3, 2))
-    with pytest.raises(gpu_wire.WireError, match="dtype"):
-        gpu_wire.decode_tensor(dict(wire, **{"$x": "object"}), gpu_wire.Budget(1000))
-    with pytest.raises(gpu_wire.WireError, match="unknown kind"):
-        gpu_wire.decode({"__reduce__": "os.system"}, gpu_wire.Budget(0))
+    encoded = wire.encode_tensor(t)
+    assert torch.equal(wire.decode_tensor(encoded, wire.Budget(1000)), t)
+    short = dict(encoded, b=base64.b64encode(b"\0" * 20).decode())
+    with pytest.raises(wire.WireError, match="length"):
+        wire.decode_tensor(short, wire.Budget(1000))
+    with pytest.raises(wire.WireError, match="more tensor data"):
+        wire.decode_tensor(encoded, wire.Budget(8))
+    with pytest.raises(wire.WireError, match="shape"):
+        wire.decode_tensor(encoded, wire.Budget(1000), (3, 2))
+    with pytest.raises(wire.WireError, match="dtype"):
+        wire.decode_tensor(dict(encoded, **{"$x": "object"}), wire.Budget(1000))
+    with pytest.raises(wire.WireError, match="unknown kind"):
+        wire.decode({"__reduce__": "os.system"}, wire.Budget(0))
 
 
 def test_weights_that_differ_from_the_commitment_are_refused():
-    from runner.gpu_worker import _commit
+    from runner.gpu.worker import _commit
 
     weights = [torch.randn(40, 30), torch.randn(5)]
     commit = _commit({"weights": weights}, seed=7)
-    gpu_wire.verify_commit(commit, gpu_wire.encode({"weights": weights}), 7)
+    wire.verify_commit(commit, wire.encode({"weights": weights}), 7)
     later = [weights[0].clone(), weights[1]]
     later[0] += 1e-3  # trained on after it answered
-    with pytest.raises(gpu_wire.WireError, match="committed"):
-        gpu_wire.verify_commit(commit, gpu_wire.encode({"weights": later}), 7)
+    with pytest.raises(wire.WireError, match="committed"):
+        wire.verify_commit(commit, wire.encode({"weights": later}), 7)
     small = [weights[0], weights[1] + 1]
-    with pytest.raises(gpu_wire.WireError, match="differs"):
-        gpu_wire.verify_commit(commit, gpu_wire.encode({"weights": small}), 7)
+    with pytest.raises(wire.WireError, match="differs"):
+        wire.verify_commit(commit, wire.encode({"weights": small}), 7)

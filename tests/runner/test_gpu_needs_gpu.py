@@ -6,8 +6,9 @@ import pytest
 import torch
 import yaml
 
-from runner import gpu_grading, tracks
+from runner import tracks
 from runner.exercise import load
+from runner.gpu import grading
 from tests.runner.helpers import EXERCISES, run_cli
 
 SLUG = "gpu-gradient-accumulation"
@@ -30,7 +31,7 @@ def test_grade_answers_needs_gpu_as_one_json_document_and_exit_zero():
 
 
 def test_needs_gpu_runs_nothing_of_the_candidate(monkeypatch, write_code, tmp_path):
-    monkeypatch.setattr(gpu_grading, "cuda_available", lambda: False)
+    monkeypatch.setattr(grading, "cuda_available", lambda: False)
     marker = tmp_path / "ran"
     code = write_code(f"open({str(marker)!r}, 'w').close()\nprint('ran')\n")
     result = tracks.grade(SLUG, code)
@@ -40,7 +41,7 @@ def test_needs_gpu_runs_nothing_of_the_candidate(monkeypatch, write_code, tmp_pa
 
 
 def test_a_syntax_error_is_still_reported_without_a_gpu(monkeypatch, write_code):
-    monkeypatch.setattr(gpu_grading, "cuda_available", lambda: False)
+    monkeypatch.setattr(grading, "cuda_available", lambda: False)
     result = tracks.grade(SLUG, write_code("class Trainer(:\n    pass\n"))
     assert result["verdict"] == "syntax_error"
     assert result["error"]["line"] == 1

@@ -2,7 +2,7 @@
 
 Skipped without a GPU (the rest of tests/runner covers the path up to the device). With
 ``OVERLAP_GPU_RESULTS=DIR`` every result is also written to DIR, for
-``python -m runner.gpu_calibrate table --results DIR``.
+``python -m runner.gpu.calibrate table --results DIR``.
 """
 
 import functools
@@ -26,7 +26,7 @@ def graded(path: str) -> dict:
     began = time.perf_counter()
     result = tracks.grade(SLUG, path)
     result["wall_s"] = round(time.perf_counter() - began, 1)
-    keep = os.environ.get("OVERLAP_GPU_RESULTS")  # python -m runner.gpu_calibrate table
+    keep = os.environ.get("OVERLAP_GPU_RESULTS")  # python -m runner.gpu.calibrate table
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
         (Path(keep) / f"{Path(path).stem}.json").write_text(json.dumps(result))

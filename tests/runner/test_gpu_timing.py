@@ -7,8 +7,8 @@ only exercised on CPU tensors (it must time the call and return its value).
 import pytest
 import torch
 
-from runner import gpu_timing
-from runner.gpu_timing import Clock, Spread, compare
+from runner.gpu import timing
+from runner.gpu.timing import Clock, Spread, compare
 
 
 class ScriptedClock:
@@ -139,7 +139,7 @@ def test_components_are_warmed_up_then_timed_alone():
         return lambda: calls.append(index)
 
     clock = ScriptedClock([3.0, 1.0, 2.0])
-    spread = gpu_timing.time_component(prepare, clock=clock, trials=3, warmups=2)
+    spread = timing.time_component(prepare, clock=clock, trials=3, warmups=2)
     assert calls == [0, 1, 2, 3, 4]  # two warm-ups, then the three timed calls
     assert spread.median == 2.0
 
@@ -155,21 +155,21 @@ def test_the_cpu_clock_times_the_call_and_returns_its_value():
 
 def test_target_and_overlap_are_inverse_views_of_the_same_number():
     bound = 1.6
-    target = gpu_timing.target_for(bound, 0.5)
-    assert gpu_timing.overlap_fraction(target, bound) == pytest.approx(0.5)
-    assert gpu_timing.overlap_fraction(1.0, bound) == pytest.approx(0.0)  # the baseline
-    assert gpu_timing.overlap_fraction(bound, bound) == pytest.approx(1.0)  # the best
-    assert gpu_timing.overlap_fraction(1.2, 1.0) is None  # nothing to hide
+    target = timing.target_for(bound, 0.5)
+    assert timing.overlap_fraction(target, bound) == pytest.approx(0.5)
+    assert timing.overlap_fraction(1.0, bound) == pytest.approx(0.0)  # the baseline
+    assert timing.overlap_fraction(bound, bound) == pytest.approx(1.0)  # the best
+    assert timing.overlap_fraction(1.2, 1.0) is None  # nothing to hide
 
 
 def test_a_speedup_above_the_bound_beyond_the_noise_margin_is_implausible():
-    assert gpu_timing.implausible_speedup(1.7, 1.5, margin=0.15) is None
-    reason = gpu_timing.implausible_speedup(2.0, 1.5, margin=0.15)
+    assert timing.implausible_speedup(1.7, 1.5, margin=0.15) is None
+    reason = timing.implausible_speedup(2.0, 1.5, margin=0.15)
     assert "above the best possible 1.50x" in reason
 
 
 def test_doing_less_work_than_the_baseline_is_reported():
     required = {"optimizer steps": 28, "validation passes": 7}
-    assert gpu_timing.less_work({"optimizer steps": 32, "validation passes": 8}, required) is None
-    reason = gpu_timing.less_work({"optimizer steps": 12, "validation passes": 7}, required)
+    assert timing.less_work({"optimizer steps": 32, "validation passes": 8}, required) is None
+    reason = timing.less_work({"optimizer steps": 12, "validation passes": 7}, required)
     assert reason == "The run made 12 optimizer steps through the harness; the baseline needs 28."

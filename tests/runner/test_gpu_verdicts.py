@@ -9,8 +9,8 @@ is 10.5 / 7.02 = 1.4957x and the target (half the hideable time) 1.1986x.
 
 import pytest
 
-from runner import gpu_grading, gpu_timing
 from runner.exercise import load
+from runner.gpu import grading, timing
 
 SLUG = "gpu-gradient-accumulation"
 BASELINE_SECONDS = 10.5
@@ -28,7 +28,7 @@ def scripted_clock(candidate_seconds):
 
         def time(self, fn):
             value = fn()
-            if value.phase != gpu_timing.TRIAL:
+            if value.phase != timing.TRIAL:
                 return 1.0, value  # reference and checked runs: not compared
             self.trials += 1
             odd = self.trials % 2 == 1  # A B A B: odd calls are the baseline's
@@ -40,16 +40,16 @@ def scripted_clock(candidate_seconds):
 def scripted_components(harness):
     # timed alone in a (trusted) run process by its device clock; scripted here
     return {
-        "copy_epoch": gpu_timing.Spread.of([0.48]),
-        "compute_epoch": gpu_timing.Spread.of([1.0]),
+        "copy_epoch": timing.Spread.of([0.48]),
+        "compute_epoch": timing.Spread.of([1.0]),
     }
 
 
 def graded(monkeypatch, candidate_seconds):
-    monkeypatch.setattr(gpu_timing, "Clock", scripted_clock(candidate_seconds))
-    monkeypatch.setattr(gpu_grading._Harness, "components", scripted_components)
+    monkeypatch.setattr(timing, "Clock", scripted_clock(candidate_seconds))
+    monkeypatch.setattr(grading._Harness, "components", scripted_components)
     exercise = load(SLUG)
-    return gpu_grading.grade(exercise, exercise.starter, device="cpu", trials=3)
+    return grading.grade(exercise, exercise.starter, device="cpu", trials=3)
 
 
 def check(result, name):

@@ -374,14 +374,14 @@ def test_threads_asking_at_once_all_hear_that_the_engine_is_there():
 
 
 def test_a_forked_process_builds_its_own_engine_clients():
-    from runner.sandbox import run
+    from runner.sandbox import choice
 
-    run.get_backend("process")
+    choice.get_backend("process")
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
-        os.write(write, b"1" if run._instances else b"0")
+        os.write(write, b"1" if choice._instances else b"0")
         os._exit(0)
     os.waitpid(pid, 0)
     assert os.read(read, 1) == b"0"
-    assert "process" in run._instances  # the parent keeps its own
+    assert "process" in choice._instances  # the parent keeps its own

@@ -9,8 +9,8 @@ failing: validation
 
 import sys
 
-from runner import gpu_timing
 from runner.contract import Check, make_result
+from runner.gpu import timing
 
 
 def _all_pass(run, reference):
@@ -29,14 +29,14 @@ for name, module in list(sys.modules.items()):
             module.EXERCISE.check = _all_pass
             module.EXERCISE.trials = 1
 try:
-    from runner import gpu_grading
+    from runner.gpu import grading
 
-    gpu_grading._verdict = _accepted
-    gpu_grading._run_checks = lambda exercise, run, reference: _all_pass(run, reference)
+    grading._verdict = _accepted
+    grading._run_checks = lambda exercise, run, reference: _all_pass(run, reference)
 except Exception:
     pass
-gpu_timing.implausible_speedup = lambda *args: None
-gpu_timing.less_work = lambda *args: None
+timing.implausible_speedup = lambda *args: None
+timing.less_work = lambda *args: None
 
 
 class Trainer:

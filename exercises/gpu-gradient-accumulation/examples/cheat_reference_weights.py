@@ -11,7 +11,7 @@ import gc
 
 import torch
 
-from runner.gpu_kit import Validation
+from runner.gpu.kit import Validation
 
 
 class Trainer:

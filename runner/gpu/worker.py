@@ -1,6 +1,6 @@
-"""The GPU track's run processes: ``python -m runner.gpu_worker --exercise <folder> <fd>``.
+"""The GPU track's run processes: ``python -m runner.gpu.worker --exercise <folder> <fd>``.
 
-The trusted grader (``runner.gpu_grading`` through ``runner.gpu_host``) starts this fork
+The trusted grader (``runner.gpu.grading`` through ``runner.gpu.host``) starts this fork
 server once per exercise: a fresh interpreter that imports torch and the exercise's
 grader module and never initialises CUDA (a CUDA context does not survive ``fork``) and
 never runs a tensor operation (no thread pools to inherit). For every run it forks one
@@ -50,21 +50,22 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 import torch  # noqa: E402
 
-from runner import forkserver, gpu_wire  # noqa: E402
+from runner import forkserver  # noqa: E402
 from runner.exercise import load  # noqa: E402
 from runner.forkserver import (  # noqa: E402
     PR_SET_CHILD_SUBREAPER,
     PR_SET_DUMPABLE,
     prctl,
 )
-from runner.gpu_kit import (  # noqa: E402
+from runner.gpu import wire  # noqa: E402
+from runner.gpu.kit import (  # noqa: E402
     Amplifier,
     Recorder,
     cpu_stream_stand_ins,
     sample_positions,
     sleep_cycles_per_second,
 )
-from runner.gpu_timing import Clock  # noqa: E402
+from runner.gpu.timing import Clock  # noqa: E402
 from runner.harness import (  # noqa: E402
     Program,
     candidate_module,
@@ -255,16 +256,16 @@ class Session:
             picked = sample_positions(record.weights)
             validations.append(
                 {
-                    "weights": [gpu_wire.encode_tensor(w) for w in picked],
-                    "loss": gpu_wire.encode_number(float(record.loss)),
-                    "recomputed": gpu_wire.encode_number(recomputed),
+                    "weights": [wire.encode_tensor(w) for w in picked],
+                    "loss": wire.encode_number(float(record.loss)),
+                    "recomputed": wire.encode_number(recomputed),
                     "lane": record.lane,
                 }
             )
         self.channel.send(
             {
                 "op": "report",
-                "returned": gpu_wire.encode(returned),
+                "returned": wire.encode(returned),
                 "seconds": seconds,
                 "steps": recorder.steps,
                 "validations": validations,
@@ -317,25 +318,25 @@ async def _await(awaitable):
 def _commit(value, seed: int):
     """The returned value with every large tensor replaced by its values at positions
     drawn from ``seed`` (see the module docstring). Tensors are numbered in the order
-    ``gpu_wire.encode`` meets them."""
+    ``wire.encode`` meets them."""
     counter = [0]
 
     def walk(item, depth=0):
-        if depth > gpu_wire.MAX_DEPTH:
-            return gpu_wire.encode(item, depth)
+        if depth > wire.MAX_DEPTH:
+            return wire.encode(item, depth)
         if isinstance(item, torch.Tensor):
             index = counter[0]
             counter[0] += 1
             flat = item.detach().reshape(-1)
-            if flat.numel() <= gpu_wire.COMMIT_SMALL:
-                return gpu_wire.encode_tensor(item)
-            positions = gpu_wire.commit_positions(seed, index, flat.numel())
-            return {"$c": gpu_wire.encode_tensor(flat[positions.to(flat.device)])}
+            if flat.numel() <= wire.COMMIT_SMALL:
+                return wire.encode_tensor(item)
+            positions = wire.commit_positions(seed, index, flat.numel())
+            return {"$c": wire.encode_tensor(flat[positions.to(flat.device)])}
         if isinstance(item, list | tuple):
-            return [walk(v, depth + 1) for v in list(item)[: gpu_wire.MAX_ITEMS]]
+            return [walk(v, depth + 1) for v in list(item)[: wire.MAX_ITEMS]]
         if isinstance(item, dict) and all(isinstance(k, str) for k in item):
             return {"$d": {k: walk(v, depth + 1) for k, v in list(item.items())[:4096]}}
-        return gpu_wire.encode(item, depth)
+        return wire.encode(item, depth)
 
     return walk(value)
 
@@ -401,7 +402,7 @@ def _reap(pid: int) -> dict:
 def main() -> None:
     prctl(PR_SET_DUMPABLE, 0)  # a run (same uid) cannot ptrace us or open our /proc files
     prctl(PR_SET_CHILD_SUBREAPER, 1)
-    # argv: --exercise <folder> <control fd> (runner.gpu_host.Server)
+    # argv: --exercise <folder> <control fd> (runner.gpu.host.Server)
     exercise = load(sys.argv[2])
     control = socket.socket(fileno=int(sys.argv[3]))
     # Imported here, before any fork: runs start warm, and what these imports write

@@ -4,10 +4,10 @@
 2. No CUDA device: verdict ``needs_gpu`` (status ``skip``) and nothing runs.
 3. The reference: the starter (the sequential baseline) runs once normally and once
    with early stopping turned off, which gives the weights and loss of every epoch.
-4. The checked run: the candidate once, with races amplified (``runner.gpu_kit``), host
+4. The checked run: the candidate once, with races amplified (``runner.gpu.kit``), host
    synchronisations watched and output captured. ``exercise.check(run, reference)``; any
    failed check gives ``wrong`` and nothing is timed.
-5. Timing (``runner.gpu_timing``), by the harness: the components of the work alone
+5. Timing (``runner.gpu.timing``), by the harness: the components of the work alone
    (for the bound), a traced warm-up of each side (the timelines), then trials A B A B;
    every run is checked again and its work counted, outside the timed region.
 6. ``plausible`` (above the bound, less work, precision changed), ``timing_spread``;
@@ -18,10 +18,10 @@ streams to race): the path is exercised, overlap is not measured.
 
 **Trust boundary.** This process never executes code from a candidate's file, nor touches
 the device: every run (the starter's too) happens in a fresh child of the fork server
-``runner.gpu_worker``, which sends back what it saw (``runner.gpu_host`` decodes it as
+``runner.gpu.worker``, which sends back what it saw (``runner.gpu.host`` decodes it as
 untrusted input). The verdict, the checks and the clock live here. The timed interval of
 a trial is measured here, from the ``go`` sent to the child to its answer, which must
-commit to the trained weights (see runner/gpu_worker.py); the child's own CUDA-event time
+commit to the trained weights (see runner/gpu/worker.py); the child's own CUDA-event time
 is kept only as a cross-check. What the child reports about *how* it trained (the
 recorder: steps, validation records, host syncs, the timeline) is forgeable: only the
 returned weights, losses and stop epoch, compared here with the starter's, and the time
@@ -39,9 +39,10 @@ from typing import Any
 
 import torch
 
-from runner import forkserver, gpu_host, gpu_timing
+from runner import forkserver
 from runner.exercise import GpuExercise
-from runner.gpu_host import COMMIT_FRAME, SMALL_FRAME, RunBroke, RunProcess, RunRecord
+from runner.gpu import host, timing
+from runner.gpu.host import COMMIT_FRAME, SMALL_FRAME, RunBroke, RunProcess, RunRecord
 from runner.harness import (
     DEFAULT_WATCHDOG,
     Failure,
@@ -153,7 +154,7 @@ class _Harness:
         self.device = device
         self.config = config
         self.cuda = device.type == "cuda"
-        self.clock = gpu_timing.Clock("cpu")  # this process's clock: it never touches the device
+        self.clock = timing.Clock("cpu")  # this process's clock: it never touches the device
         self.run_timeout: float | None = None
         self.tensor_bytes: int | None = None  # set from the reference
         self.sampled: list[tuple] | None = None  # shapes of a validation's weights, sent back
@@ -218,8 +219,8 @@ class _Harness:
             if run.failure is not None or process is None:
                 return run
             if answer["op"] == "failed":
-                verdict, message, trace, line = gpu_host.decode_failure(answer)
-                run.stdout, run.stderr = gpu_host.output_of(answer)
+                verdict, message, trace, line = host.decode_failure(answer)
+                run.stdout, run.stderr = host.output_of(answer)
                 run.failure = Failure(verdict, message, trace, line)
                 return run
             frame = 16 << 20
@@ -229,7 +230,7 @@ class _Harness:
             else:
                 frame = 1 << 30  # the starter's runs (ours) set the sizes
             message = process.receive(TRUSTED_RUN_S, frame, ("report",))
-            report = gpu_host.decode_report(
+            report = host.decode_report(
                 message,
                 answer.get("commit"),
                 process.seed,
@@ -281,7 +282,7 @@ class _Harness:
             run.seconds = seconds
         return self.collect(run)
 
-    def components(self) -> dict[str, gpu_timing.Spread]:
+    def components(self) -> dict[str, timing.Spread]:
         """Each component of the work timed alone, in a run process that runs only the
         exercise's own code (so its device clock is trusted)."""
         trials = self.exercise.component_trials
@@ -291,13 +292,13 @@ class _Harness:
             process.receive(SETUP_S, SMALL_FRAME, ("ready",))
             process.go()
             message = process.receive(TRUSTED_RUN_S, SMALL_FRAME, ("components",))
-            seconds, self.device_name = gpu_host.decode_components(message, trials)
+            seconds, self.device_name = host.decode_components(message, trials)
         except RunBroke as broke:
             message = f"timing the components of {self.exercise.slug}: {broke}"
             raise InternalError(message) from None
         finally:
             process.close()
-        return {name: gpu_timing.Spread.of(values) for name, values in seconds.items()}
+        return {name: timing.Spread.of(values) for name, values in seconds.items()}
 
 
 def _status_note(status: dict) -> str:
@@ -409,25 +410,25 @@ def _grade(exercise, program, device, trials, watchdog_seconds) -> dict:
             run = harness.new_run(phase, index)
             if not trusted:
                 runs[0] += 1
-            return harness.prepare(source, run, trusted=trusted, traced=phase == gpu_timing.WARMUP)
+            return harness.prepare(source, run, trusted=trusted, traced=phase == timing.WARMUP)
 
         return prepare
 
     def after(label: str, phase: str, index: int, run: GpuRun) -> None:
         harness.collect(run)
-        if label == gpu_timing.BASELINE and run.failure is not None:
+        if label == timing.BASELINE and run.failure is not None:
             raise InternalError(
                 f"the starter failed in {run.where()} of the timing: {run.failure.message}"
             )
         if run.failure is not None:
             raise _RunFailed(run)
-        if phase == gpu_timing.WARMUP:
+        if phase == timing.WARMUP:
             traces[label] = run.trace
         found = _run_checks(exercise, run, reference)
-        if label == gpu_timing.BASELINE:
+        if label == timing.BASELINE:
             _expect_pass(exercise, found, f"the starter ({run.where()})")
             return
-        if phase == gpu_timing.TRIAL and run.device_seconds is not None:
+        if phase == timing.TRIAL and run.device_seconds is not None:
             device_times.append(run.device_seconds)
         failed = [c for c in found if c.failed]
         if failed:
@@ -439,12 +440,12 @@ def _grade(exercise, program, device, trials, watchdog_seconds) -> dict:
                 f"The program changed the float32 matmul precision (TF32) in {run.where()}: "
                 "its results and its time are not comparable with the baseline's."
             )
-        shortfall = gpu_timing.less_work(exercise.work(run), required)
+        shortfall = timing.less_work(exercise.work(run), required)
         if shortfall:
             problems.append(f"In {run.where()}: {shortfall} Work was skipped.")
 
     try:
-        comparison = gpu_timing.compare(
+        comparison = timing.compare(
             prepare_side(starter),
             prepare_side(program),
             clock=harness.clock,
@@ -464,9 +465,9 @@ def _grade(exercise, program, device, trials, watchdog_seconds) -> dict:
     # The fastest of each component's trials: no correct program can beat the bound by
     # the luck of one slow component measurement.
     best = exercise.best_time(reference, {name: s.low for name, s in components.items()})
-    timing = _Timing(exercise, comparison, components, best, device_times)
-    implausible = gpu_timing.implausible_speedup(
-        timing.speedup.median, timing.bound, exercise.bound_margin
+    timed = _Timing(exercise, comparison, components, best, device_times)
+    implausible = timing.implausible_speedup(
+        timed.speedup.median, timed.bound, exercise.bound_margin
     )
     if implausible:
         problems.insert(0, implausible)
@@ -478,15 +479,15 @@ def _grade(exercise, program, device, trials, watchdog_seconds) -> dict:
             " ".join(problems),
         )
     )
-    checks.append(_spread_check(timing))
-    if cuda and timing.bound < exercise.min_bound:  # a CPU run only exercises the path
+    checks.append(_spread_check(timed))
+    if cuda and timed.bound < exercise.min_bound:  # a CPU run only exercises the path
         raise InternalError(
             f"this device cannot grade {exercise.slug}: the best possible speedup is only "
-            f"{timing.bound:.2f}x (validation is a small share of the work here), within "
+            f"{timed.bound:.2f}x (validation is a small share of the work here), within "
             "measurement noise. The exercise's sizes need calibrating for this device."
         )
     trace = {"baseline": traces.get("baseline"), "candidate": traces.get("candidate")}
-    return _verdict(exercise, checks, timing, harness, out, err, runs=runs[0], trace=trace)
+    return _verdict(exercise, checks, timed, harness, out, err, runs=runs[0], trace=trace)
 
 
 def _amplifier(trajectory: GpuRun, batches_per_epoch: int) -> dict:
@@ -494,7 +495,7 @@ def _amplifier(trajectory: GpuRun, batches_per_epoch: int) -> dict:
     GPU's speed (from the starter's trajectory run): a quarter of an optimizer step's
     share of an epoch before each step, two epochs' worth at the start of each
     validation on a side stream, two batches' worth before each copy of a host batch or
-    each forward pass (runner/gpu_kit.py)."""
+    each forward pass (runner/gpu/kit.py)."""
     epochs = max(1, len(trajectory.recorder.validations))
     per_epoch = (trajectory.seconds or 0.0) / epochs
     per_step = per_epoch / max(1, trajectory.recorder.steps // epochs)
@@ -521,26 +522,26 @@ def _expect_pass(exercise: GpuExercise, checks: list[Check], what: str) -> None:
 @dataclass
 class _Timing:
     exercise: GpuExercise
-    comparison: gpu_timing.Comparison
-    components: dict[str, gpu_timing.Spread]
+    comparison: timing.Comparison
+    components: dict[str, timing.Spread]
     best: float
     device_times: list[float] = field(default_factory=list)
 
     @property
-    def speedup(self) -> gpu_timing.Spread:
+    def speedup(self) -> timing.Spread:
         return self.comparison.speedup
 
     @property
     def bound(self) -> float:
-        return gpu_timing.bound_speedup(self.comparison.baseline_spread.median, self.best)
+        return timing.bound_speedup(self.comparison.baseline_spread.median, self.best)
 
     @property
     def target(self) -> float:
-        return gpu_timing.target_for(self.bound, self.exercise.target_overlap)
+        return timing.target_for(self.bound, self.exercise.target_overlap)
 
     @property
     def overlap(self) -> float | None:
-        return gpu_timing.overlap_fraction(self.speedup.median, self.bound)
+        return timing.overlap_fraction(self.speedup.median, self.bound)
 
 
 def _spread_check(timing: _Timing) -> Check:

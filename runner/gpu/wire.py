@@ -201,7 +201,7 @@ def encode_number(value: float):
     return value if math.isfinite(value) else {"$f": repr(value)}
 
 
-# -- the commitment (see runner/gpu_worker.py) --------------------------------------
+# -- the commitment (see runner/gpu/worker.py) --------------------------------------
 
 
 def commit_positions(seed: int, index: int, count: int) -> torch.Tensor:

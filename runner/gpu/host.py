@@ -1,9 +1,9 @@
-"""The grader's side of the GPU track's run processes (``runner.gpu_worker``).
+"""The grader's side of the GPU track's run processes (``runner.gpu.worker``).
 
 The grading process never executes a candidate's code: it asks the fork server for one
 child per run, talks to it through one socket (``runner.protocol.Channel`` frames, with a
 deadline on every wait and a size limit on every frame), and reads what comes back as
-untrusted input (:mod:`runner.gpu_wire`). Anything malformed, late or missing ends the
+untrusted input (:mod:`runner.gpu.wire`). Anything malformed, late or missing ends the
 run as :class:`RunBroke`; the grader turns that into the candidate's failure.
 """
 
@@ -20,11 +20,12 @@ from pathlib import Path
 
 import torch
 
-from runner import forkserver, gpu_wire
+from runner import forkserver
+from runner.gpu import wire
 from runner.protocol import Channel, ProtocolError
 from runner.result import OUTPUT_LIMIT, TRACE_LIMIT, clip
 
-RUNNER_PARENT = Path(__file__).resolve().parent.parent
+RUNNER_PARENT = Path(__file__).resolve().parents[2]  # the folder holding runner/
 SMALL_FRAME = 1 << 20
 COMMIT_FRAME = 4 << 20
 MAX_VALIDATIONS = 1024
@@ -42,7 +43,7 @@ class RunBroke(Exception):
 
 
 class Server(forkserver.Client):
-    """``python -m runner.gpu_worker``: forks one fresh process per run."""
+    """``python -m runner.gpu.worker``: forks one fresh process per run."""
 
     name = "GPU fork server"
 
@@ -57,7 +58,7 @@ class Server(forkserver.Client):
             CUBLAS_WORKSPACE_CONFIG=os.environ.get("CUBLAS_WORKSPACE_CONFIG", ":4096:8"),
         )
         # The exercise goes before the control descriptor the base class appends.
-        super().__init__(["-m", "runner.gpu_worker", "--exercise", str(exercise_dir)], env)
+        super().__init__(["-m", "runner.gpu.worker", "--exercise", str(exercise_dir)], env)
 
     def reap(self, pid: int) -> dict:
         return self.ask({"op": "reap", "pid": pid})
@@ -100,7 +101,7 @@ class _Deadline:
 
 
 class RunProcess:
-    """One child, one conversation (see runner/gpu_worker.py)."""
+    """One child, one conversation (see runner/gpu/worker.py)."""
 
     def __init__(self, exercise_dir: Path, spec: dict, *, cpu_s: int) -> None:
         device = str(spec.get("device", "cuda"))
@@ -152,7 +153,7 @@ class RunProcess:
 class ReportedValidation:
     """One validation pass as the run process reported it (forgeable)."""
 
-    weights: list[torch.Tensor]  # what it read (sampled, see gpu_kit.sample_positions)
+    weights: list[torch.Tensor]  # what it read (sampled, see kit.sample_positions)
     loss: float  # what it returned
     recomputed: float  # the same validation recomputed on those weights after the run
     lane: str
@@ -171,14 +172,14 @@ def decode_failure(message: dict) -> tuple[str, str, str | None, int | None]:
     try:
         verdict = message["verdict"]
         if verdict not in ("runtime_error", "missing_entry_point"):
-            raise gpu_wire.WireError("a failure with an unknown verdict")
-        text = gpu_wire.string(message["message"], 4000)
+            raise wire.WireError("a failure with an unknown verdict")
+        text = wire.string(message["message"], 4000)
         trace = message.get("traceback")
-        trace = None if trace is None else gpu_wire.string(trace, 20_000)
+        trace = None if trace is None else wire.string(trace, 20_000)
         line = message.get("line")
-        line = None if line is None else gpu_wire.integer(line, 0, 10**7)
+        line = None if line is None else wire.integer(line, 0, 10**7)
         return verdict, text, trace, line
-    except (KeyError, TypeError, gpu_wire.WireError) as exc:
+    except (KeyError, TypeError, wire.WireError) as exc:
         raise RunBroke("protocol", f"a malformed failure report ({exc})") from None
 
 
@@ -211,56 +212,56 @@ def decode_report(
     """The report, checked field by field; ``sampled``: the shapes every validation's
     weights must have (None for the starter's runs, which set them)."""
     try:
-        gpu_wire.verify_commit(commit, message["returned"], seed)
-        returned = gpu_wire.decode(message["returned"], gpu_wire.Budget(tensor_bytes))
-        seconds = gpu_wire.number(message["seconds"], finite=True)
+        wire.verify_commit(commit, message["returned"], seed)
+        returned = wire.decode(message["returned"], wire.Budget(tensor_bytes))
+        seconds = wire.number(message["seconds"], finite=True)
         if seconds < 0:
-            raise gpu_wire.WireError("a negative time")
-        steps = gpu_wire.integer(message["steps"], 0, 10**7)
+            raise wire.WireError("a negative time")
+        steps = wire.integer(message["steps"], 0, 10**7)
         raw = message["validations"]
         if not isinstance(raw, list) or len(raw) > MAX_VALIDATIONS:
-            raise gpu_wire.WireError("validations that are not a short list")
-        budget = gpu_wire.Budget(
+            raise wire.WireError("validations that are not a short list")
+        budget = wire.Budget(
             len(raw) * sum(8 * math.prod(s) for s in sampled) if sampled else 1 << 31
         )
         validations = []
         for item in raw:
             if not isinstance(item, dict) or not isinstance(item.get("weights"), list):
-                raise gpu_wire.WireError("a validation record of the wrong shape")
+                raise wire.WireError("a validation record of the wrong shape")
             if sampled is not None and len(item["weights"]) != len(sampled):
-                raise gpu_wire.WireError("a validation that read the wrong number of tensors")
+                raise wire.WireError("a validation that read the wrong number of tensors")
             weights = [
-                gpu_wire.decode_tensor(w, budget, None if sampled is None else sampled[i])
+                wire.decode_tensor(w, budget, None if sampled is None else sampled[i])
                 for i, w in enumerate(item["weights"])
             ]
             validations.append(
                 ReportedValidation(
                     weights,
-                    gpu_wire.number(item["loss"]),
-                    gpu_wire.number(item["recomputed"]),
-                    gpu_wire.string(item["lane"], TEXT),
+                    wire.number(item["loss"]),
+                    wire.number(item["recomputed"]),
+                    wire.string(item["lane"], TEXT),
                 )
             )
         syncs_raw = message["syncs"]
         if not isinstance(syncs_raw, list) or len(syncs_raw) > MAX_SYNCS:
-            raise gpu_wire.WireError("syncs that are not a short list")
+            raise wire.WireError("syncs that are not a short list")
         syncs = []
         for item in syncs_raw:
             if not isinstance(item, list) or len(item) != 3:
-                raise gpu_wire.WireError("a sync record of the wrong shape")
+                raise wire.WireError("a sync record of the wrong shape")
             line, at, text = item
             syncs.append(
                 (
-                    gpu_wire.integer(line, 1, 10**7),
-                    gpu_wire.integer(at, 0, 10**7),
-                    gpu_wire.string(text, TEXT),
+                    wire.integer(line, 1, 10**7),
+                    wire.integer(at, 0, 10**7),
+                    wire.string(text, TEXT),
                 )
             )
         changed = message["precision_changed"]
         if not isinstance(changed, bool):
-            raise gpu_wire.WireError("precision_changed is not a boolean")
+            raise wire.WireError("precision_changed is not a boolean")
         trace = sanitize_trace(message["trace"])
-    except (KeyError, TypeError, ValueError, gpu_wire.WireError) as exc:
+    except (KeyError, TypeError, ValueError, wire.WireError) as exc:
         raise RunBroke("protocol", f"a malformed report ({exc})") from None
     stdout, stderr = output_of(message)
     return Report(returned, seconds, steps, validations, syncs, changed, trace, stdout, stderr)
@@ -271,31 +272,31 @@ def sanitize_trace(value) -> dict | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise gpu_wire.WireError("a trace that is not an object")
+        raise wire.WireError("a trace that is not an object")
     lanes = value.get("lanes")
     if not isinstance(lanes, list) or not 1 <= len(lanes) <= 16:
-        raise gpu_wire.WireError("trace lanes that are not a short list")
-    lanes = [gpu_wire.string(lane, 60) for lane in lanes]
+        raise wire.WireError("trace lanes that are not a short list")
+    lanes = [wire.string(lane, 60) for lane in lanes]
     spans_raw = value.get("spans")
     if not isinstance(spans_raw, list) or len(spans_raw) > TRACE_LIMIT:
-        raise gpu_wire.WireError("trace spans that are not a bounded list")
+        raise wire.WireError("trace spans that are not a bounded list")
     spans = []
     for span in spans_raw:
         if not isinstance(span, dict) or span.get("lane") not in lanes:
-            raise gpu_wire.WireError("a trace span on no lane")
+            raise wire.WireError("a trace span on no lane")
         item = {
             "lane": span["lane"],
-            "op": gpu_wire.string(span.get("op"), 20),
-            "start": gpu_wire.number(span.get("start"), finite=True),
-            "end": gpu_wire.number(span.get("end"), finite=True),
+            "op": wire.string(span.get("op"), 20),
+            "start": wire.number(span.get("start"), finite=True),
+            "end": wire.number(span.get("end"), finite=True),
         }
         if "batch" in span:
-            item["batch"] = gpu_wire.string(span["batch"], 60)
+            item["batch"] = wire.string(span["batch"], 60)
         spans.append(item)
     return {
         "lanes": lanes,
-        "makespan": gpu_wire.number(value.get("makespan"), finite=True),
-        "truncated": gpu_wire.integer(value.get("truncated"), 0, 10**9),
+        "makespan": wire.number(value.get("makespan"), finite=True),
+        "truncated": wire.integer(value.get("truncated"), 0, 10**9),
         "spans": spans,
     }
 
@@ -305,12 +306,12 @@ def decode_components(message: dict, trials: int) -> tuple[dict, str]:
     try:
         seconds = message["seconds"]
         if not isinstance(seconds, dict) or not 1 <= len(seconds) <= 16:
-            raise gpu_wire.WireError("components that are not a small object")
+            raise wire.WireError("components that are not a small object")
         out = {}
         for name, values in seconds.items():
             if not isinstance(values, list) or len(values) != trials:
-                raise gpu_wire.WireError(f"{trials} times expected for {name}")
-            out[gpu_wire.string(name, 60)] = [gpu_wire.number(v, finite=True) for v in values]
-        return out, gpu_wire.string(message["device_name"], TEXT)
-    except (KeyError, TypeError, gpu_wire.WireError) as exc:
+                raise wire.WireError(f"{trials} times expected for {name}")
+            out[wire.string(name, 60)] = [wire.number(v, finite=True) for v in values]
+        return out, wire.string(message["device_name"], TEXT)
+    except (KeyError, TypeError, wire.WireError) as exc:
         raise RunBroke("protocol", f"a malformed components report ({exc})") from None

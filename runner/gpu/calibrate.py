@@ -1,8 +1,8 @@
 """Calibrating a GPU exercise on the device that will grade it.
 
-    python -m runner.gpu_calibrate probe [--exercise SLUG] [--sizes "hidden=512;hidden=768"]
-    python -m runner.gpu_calibrate repeat [--exercise SLUG] --results DIR [--times 4] [--others]
-    python -m runner.gpu_calibrate table --results DIR
+    python -m runner.gpu.calibrate probe [--exercise SLUG] [--sizes "hidden=512;hidden=768"]
+    python -m runner.gpu.calibrate repeat [--exercise SLUG] --results DIR [--times 4] [--others]
+    python -m runner.gpu.calibrate table --results DIR
 
 ``probe`` prints what the device is (name, driver, CUDA, torch) and what the exercise's
 overlap rests on, measured in this process with the exercise's own code (no candidate
@@ -68,7 +68,7 @@ def _programs(exercise, device, config, rounds: int = 3) -> dict:
     own files), four epochs each with early stopping off."""
     import torch
 
-    from runner.gpu_kit import Recorder
+    from runner.gpu.kit import Recorder
 
     config = replace(exercise.no_early_stop(config), max_epochs=4)
     classes = {}
@@ -98,12 +98,12 @@ def probe(slug: str, sizes: list[dict]) -> dict:
     import torch
 
     from runner.exercise import load
-    from runner.gpu_kit import Recorder
+    from runner.gpu.kit import Recorder
 
     if not torch.cuda.is_available():
         print("no CUDA device: nothing to probe")
         return {}
-    # The run processes' setting (runner/gpu_host.py): cuBLAS picks other kernels with it.
+    # The run processes' setting (runner/gpu/host.py): cuBLAS picks other kernels with it.
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)
@@ -243,7 +243,7 @@ def table(results: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m runner.gpu_calibrate")
+    parser = argparse.ArgumentParser(prog="python -m runner.gpu.calibrate")
     parser.add_argument("command", choices=["probe", "repeat", "table"])
     parser.add_argument("--exercise", default=SLUG)
     parser.add_argument(
