@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 import traceback
 import warnings
 from pathlib import Path
+
+from runner import units
 
 # torch warns on import when NumPy is absent; the runner never needs NumPy.
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
@@ -266,40 +267,17 @@ def bench_exercise(exercise, repeat: int) -> dict:
     }
 
 
-# The machine-speed units every speed figure is also given in (see _units): a script
-# outside the product, shared by the machines its figures are compared across.
-UNITS_SCRIPT = os.environ.get(
-    "OVERLAP_PLU", str(Path(__file__).resolve().parents[2] / "shared" / "bench" / "plu.py")
-)
 GRADING_TARGET_PROC = 0.6  # grading CPU per simulated exercise, in proc units
 
 
-def _units() -> dict[str, float]:
-    """``{"loop": s, "proc": s}`` measured now by the units script (``OVERLAP_PLU``), or
-    {} when it is not there: seconds from different machines differ 3x, ratios do not."""
-    if not Path(UNITS_SCRIPT).is_file():
-        return {}
-    try:
-        out = subprocess.run([sys.executable, UNITS_SCRIPT, "3"], capture_output=True,
-                             text=True, timeout=300, check=True).stdout
-        return {k: float(v) for k, v in (item.split("=") for item in out.split())}
-    except (OSError, ValueError, subprocess.SubprocessError):
-        return {}
-
-
-def _in_units(seconds: float, units: dict) -> str:
-    if not units.get("proc"):
-        return ""
-    return f" = {seconds / units['proc']:.2f} proc"
+def _in_units(seconds: float, measured: dict) -> str:
+    value = units.in_proc(seconds, measured)
+    return f" = {value} proc" if value else ""
 
 
 def _bench(args) -> int:
-    units = _units()
-    if units:
-        print(f"units (measured now, {UNITS_SCRIPT}): loop={units['loop']:.3f} s "
-              f"proc={units['proc']:.3f} s")
-    else:
-        print(f"units: not measured ({UNITS_SCRIPT} not found; set OVERLAP_PLU)")
+    measured = units.measure()
+    print(units.describe(measured))
     start = time.process_time()
     import torch  # noqa: F401 - start-up, measured apart
 
@@ -323,11 +301,11 @@ def _bench(args) -> int:
             f"{row['cpu_median']:>7.3f}s {row['cpu_max']:>7.3f}s   {row['verdict']:<9}"
             f" ({row['grader_median']:.2f} s + {row['candidates_median']:.2f} s;"
             f" {row['processes']} processes, {row['messages']} messages)"
-            f"{_in_units(row['cpu_median'], units).replace(' = ', '  median = ')}"
+            f"{_in_units(row['cpu_median'], measured).replace(' = ', '  median = ')}"
         )
-    if units:
+    if measured:
         print(f"target: at most {GRADING_TARGET_PROC} proc units per exercise; worst median "
-              f"{worst:.3f} s{_in_units(worst, units)}")
+              f"{worst:.3f} s{_in_units(worst, measured)}")
     else:
         print(f"worst median {worst:.3f} s (the target is in proc units: "
               f"{GRADING_TARGET_PROC}; see above)")
