@@ -17,6 +17,7 @@ import asyncio
 import heapq
 import random
 import selectors
+import threading
 import time
 
 from runner.candidate import witness
@@ -114,6 +115,56 @@ class Task(asyncio.Task):
         return self._overlap_serial
 
 
+_start_thread = threading.Thread.start  # the real one (patches make Thread.start inline)
+
+
+class VirtualThread:
+    """A real thread that runs only while the loop waits for it: ``switch_in`` (in the
+    loop's thread) lets it run until it waits (``wait_for``) or ends; a future it waits
+    for switches it back in when it completes. One thread of the program runs at a time,
+    so what happens between waits is as deterministic as the loop itself."""
+
+    def __init__(self, loop: CandidateLoop, func, args, future: asyncio.Future) -> None:
+        self.loop, self.func, self.args, self.future = loop, func, args, future
+        self.runtime = loop.runtime
+        self._go, self._back = threading.Semaphore(0), threading.Semaphore(0)
+        self._outcome: tuple | None = None
+        self._thread = threading.Thread(target=self._main, name="overlap-thread", daemon=True)
+        self._started = False
+
+    def switch_in(self, _done=None) -> None:
+        outer = self.runtime.thread
+        self.runtime.thread = self
+        if not self._started:
+            self._started = True
+            _start_thread(self._thread)
+        self._go.release()
+        self._back.acquire()  # until it waits again, or ends
+        self.runtime.thread = outer
+        if self._outcome is not None and not self.future.done():
+            ok, value = self._outcome
+            if ok:
+                self.future.set_result(value)
+            else:
+                self.future.set_exception(value)
+
+    def wait_for(self, future: asyncio.Future):
+        """In the thread: give the loop back until ``future`` completes; its result."""
+        future.add_done_callback(self.switch_in)
+        self._back.release()
+        self._go.acquire()
+        return future.result()
+
+    def _main(self) -> None:
+        self._go.acquire()
+        try:
+            self._outcome = (True, self.func(*self.args))
+        except BaseException as exc:  # the program's error, for whoever awaits the thread
+            self._outcome = (False, exc)
+        finally:
+            self._back.release()
+
+
 class CandidateLoop(asyncio.SelectorEventLoop):
     def __init__(self, runtime: Runtime, seed: int | None = None) -> None:
         selector = _Selector(runtime, seed)
@@ -146,15 +197,14 @@ class CandidateLoop(asyncio.SelectorEventLoop):
         super().call_exception_handler(context)
 
     def run_in_executor(self, executor, func, *args):
-        """There is one thread: run ``func`` now, blocking the loop, and say so."""
+        """``func`` runs in a thread of its own (``asyncio.to_thread`` too), one thread at
+        a time: it runs until it waits (a blocking kit call, ``time.sleep``, a contended
+        lock), and while it waits the loop and the other threads go on. So threads
+        interleave where real ones would, deterministically, and race where real ones
+        would race (reported in the ``threads`` warning)."""
         self.runtime.note("run_in_executor")
         future = self.create_future()
-        try:
-            future.set_result(func(*args))
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:
-            future.set_exception(exc)
+        VirtualThread(self, func, args, future).switch_in()
         return future
 
     def close(self) -> None:

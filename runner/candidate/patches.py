@@ -5,8 +5,10 @@
   ``_ns``) and ``datetime.now/utcnow/today``, ``date.today`` read the virtual clock, and
   each read from the candidate's file costs ``CLOCK_READ_COST`` of blocking time, so a
   busy-wait on the clock costs what it waits and ends;
-- threads and executors run their function inline, blocking, and are reported: there is
-  one thread, so work hidden in another would look free;
+- ``threading.Thread.start`` and ``executor.submit`` run their function inline, blocking,
+  and are reported (``loop.run_in_executor`` and ``asyncio.to_thread`` get a thread of
+  their own that waits as real threads do: ``loop.VirtualThread``); in such a thread
+  ``time.sleep`` is a timer and a held ``threading.Lock``/``RLock`` is waited for;
 - classes the candidate defines without their own ``__hash__`` hash by creation order
   instead of by address, so iterating a set of them gives the same order in every process;
 - what would draw entropy from the OS (``os.urandom``, an unseeded ``random.Random()``,
@@ -20,6 +22,7 @@ the candidate's program faster, only slower.
 from __future__ import annotations
 
 import builtins
+import collections
 import concurrent.futures
 import contextlib
 import functools
@@ -42,6 +45,12 @@ def install(runtime: Runtime, filename: str) -> None:
     def sleep(seconds) -> None:
         if seconds < 0:
             raise ValueError("sleep length must be non-negative")
+        thread = runtime.thread
+        if thread is not None:  # a thread sleeps alone; the loop and other threads go on
+            timer = thread.loop.create_future()
+            thread.loop.call_later(float(seconds), _settle, timer)
+            thread.wait_for(timer)
+            return
         runtime.stall(float(seconds), "time.sleep")
 
     def make_clock(offset: float, ns: bool):
@@ -96,6 +105,85 @@ def install(runtime: Runtime, filename: str) -> None:
 
     _install_stable_hashes(filename)
     _install_fixed_entropy()
+    _install_cooperative_locks(runtime)
+
+
+def _settle(future) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _install_cooperative_locks(runtime: Runtime) -> None:
+    """``threading.Lock()`` and ``RLock()`` made from now on are the program's threads'
+    own: a thread that finds one held waits for it the way it waits for a kit call
+    (giving the loop back), instead of blocking the one real thread that could release
+    it. The event loop itself cannot wait for a thread's lock: it gets an error that
+    says so (a real program would freeze there)."""
+
+    class Lock:
+        _reentrant = False
+
+        def __init__(self) -> None:
+            self._owner = None  # the VirtualThread holding it, or "loop"
+            self._count = 0
+            self._waiters: collections.deque = collections.deque()
+
+        def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+            me = runtime.thread or "loop"
+            if self._count == 0:
+                self._owner, self._count = me, 1
+                return True
+            if self._reentrant and self._owner is me:
+                self._count += 1
+                return True
+            if not blocking:
+                return False
+            if me == "loop":
+                raise RuntimeError(
+                    "the event loop waits for a threading lock that one of its threads "
+                    "holds while that thread waits for the event loop: use asyncio.Lock "
+                    "in coroutines, threading locks inside threads"
+                )
+            turn = me.loop.create_future()
+            self._waiters.append((me, turn))
+            me.wait_for(turn)  # release() handed the lock over
+            return True
+
+        def release(self) -> None:
+            if self._count == 0:
+                raise RuntimeError("release unlocked lock")
+            self._count -= 1
+            if self._count:
+                return
+            while self._waiters:
+                owner, turn = self._waiters.popleft()
+                if not turn.done():
+                    self._owner, self._count = owner, 1
+                    turn.set_result(None)
+                    return
+            self._owner = None
+
+        def locked(self) -> bool:
+            return self._count > 0
+
+        def __enter__(self) -> bool:
+            return self.acquire()
+
+        def __exit__(self, *exc) -> None:
+            self.release()
+
+        def _at_fork_reinit(self) -> None:
+            self._owner, self._count = None, 0
+            self._waiters.clear()
+
+        def _is_owned(self) -> bool:  # threading.Condition asks
+            return self._count > 0 and self._owner is (runtime.thread or "loop")
+
+    class RLock(Lock):
+        _reentrant = True
+
+    threading.Lock = Lock
+    threading.RLock = RLock
 
 
 def _install_virtual_clock_gettime(make_clock) -> None:

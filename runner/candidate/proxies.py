@@ -42,9 +42,21 @@ def _async_method(runtime: Runtime, cls_name: str, name: str):
     return method
 
 
-def _sync_method(runtime: Runtime, cls_name: str, name: str, mode: str):
+def _sync_method(runtime: Runtime, cls_name: str, name: str, mode: str,
+                 twin: str | None = None):
+    """A blocking or free call: one round trip. A blocking call made in a thread
+    (``asyncio.to_thread``, ``run_in_executor``) runs as its ``_async`` twin instead:
+    that thread waits for it while the event loop and the other threads go on, as real
+    threads would (and race, without a lock, as real threads would)."""
+
     def method(self, *args, **kwargs):
-        return runtime.call(object.__getattribute__(self, "_h"), name, args, kwargs, mode)
+        handle = object.__getattribute__(self, "_h")
+        thread = runtime.thread
+        if twin is not None and thread is not None:
+            future = thread.loop.create_future()
+            runtime.start(handle, twin, args, kwargs, future)
+            return thread.wait_for(future)
+        return runtime.call(handle, name, args, kwargs, mode)
 
     method.__name__ = name
     method.__qualname__ = f"{cls_name}.{name}"
@@ -142,7 +154,9 @@ def build_classes(runtime: Runtime, surfaces: dict) -> dict[str, type]:
             members.add(method)
         for mode in ("block", "free"):
             for method in surface.get(mode, ()):
-                namespace[method] = _sync_method(runtime, name, method, mode)
+                twin = method + "_async"
+                twin = twin if mode == "block" and twin in surface.get("async", ()) else None
+                namespace[method] = _sync_method(runtime, name, method, mode, twin)
                 members.add(method)
         if surface.get("queue"):
             namespace[surface["queue"]] = _queue_method(runtime, name, surface["queue"])

@@ -62,6 +62,7 @@ class Runtime:
         # Builds proxy classes from the surfaces the grader describes (the program sets
         # proxies.build_classes: imports go one way, proxies -> runtime).
         self.make_classes = None
+        self.thread = None  # the program's thread running now (loop.VirtualThread), if any
         self.loop_running = False
         self.spins = 0  # loop iterations with ready work but no progress (polling)
         self._stall_start: int | None = None

@@ -147,13 +147,15 @@ def test_busy_wait_on_the_clock_costs_its_time_and_ends(write_code):
     assert "reading the clock" in check(result, "blocking_calls")["message"]
 
 
-def test_threads_run_inline_and_are_reported(write_code):
+def test_to_thread_runs_beside_the_loop_as_a_real_thread_would_and_is_reported(write_code):
     source = ps_solution_with(
         COMPUTE, "gradient = await asyncio.to_thread(worker.compute_gradient, params, batch)"
     )
     result = grading.grade(PS, write_code(source))
-    assert result["verdict"] == "too_slow"
-    assert result["metrics"]["speedup"] == 1.0  # no faster than doing it in turn
+    # The computation waits in its thread while the loop serves the other workers (it
+    # used to run inline, blocking everyone: 1.00x, too_slow).
+    assert result["verdict"] == "accepted", result["message"]
+    assert result["metrics"]["speedup"] > 4.0
     assert check(result, "threads")["status"] == "warn"
     assert "run_in_executor x48" in check(result, "threads")["message"]
 
