@@ -19,6 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from runner import units
 from runner.sandbox.choice import BACKENDS, get_backend
 from runner.sandbox.limits import Limits
 from runner.sandbox.pool import start_pool, stop_pool
@@ -93,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grade", action="store_true", help="grade an exercise's starter")
     parser.add_argument("--pool", choices=("off", "on", "both"), default="both")
     args = parser.parse_args(argv)
+    measured = units.measure()  # machine-speed units, in the same run
     rows = []
     for name in args.backends.split(","):
         problem = get_backend(name).problem()
@@ -103,21 +105,25 @@ def main(argv: list[str] | None = None) -> int:
             for concurrency in (1, 4):
                 row = measure(name, args.runs, concurrency, pool, args.grade)
                 rows.append(row)
-                print(_format(row), file=sys.stderr, flush=True)
+                print(_format(row, measured), file=sys.stderr, flush=True)
     print(
-        "| backend | pool | concurrent | overhead p50 | overhead p95 | latency p50 | latency p95 |"
+        "| backend | pool | concurrent | overhead p50 | overhead p95 | latency p50 | latency p95 "
+        "| latency p50 proc | latency p95 proc |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
-        print(_format(row))
+        print(_format(row, measured))
+    print(units.describe(measured))
     return 0
 
 
-def _format(row: dict) -> str:
+def _format(row: dict, measured: dict) -> str:
+    in_units = [units.in_proc(row[key], measured) or "-" for key in ("latency_p50", "latency_p95")]
     return (
         f"| {row['backend']} | {'on' if row['pool'] else 'off'} | {row['concurrency']} "
         f"| {row['overhead_p50']:.3f} s | {row['overhead_p95']:.3f} s "
-        f"| {row['latency_p50']:.3f} s | {row['latency_p95']:.3f} s |"
+        f"| {row['latency_p50']:.3f} s | {row['latency_p95']:.3f} s "
+        f"| {in_units[0]} | {in_units[1]} |"
     )
 
 
