@@ -22,7 +22,6 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable
-from typing import NamedTuple
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
@@ -289,49 +288,17 @@ def kill_session(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
-class ProcStat(NamedTuple):
-    pid: int
-    ppid: int
-    session: int
-    cpu_s: float  # user + system CPU seconds it has used
-
-
-def processes() -> list[ProcStat]:
-    """Every process this one can see in /proc: parent, session and CPU used."""
-    tick = os.sysconf("SC_CLK_TCK")
+def children(parent: int) -> list[int]:
+    """The processes whose parent is ``parent`` (from /proc)."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             with contextlib.suppress(OSError, ValueError, IndexError):
                 with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rpartition(")")[2].split()
-                found.append(ProcStat(int(entry), int(fields[1]), int(fields[3]),
-                                      (int(fields[11]) + int(fields[12])) / tick))
+                    stat = f.read()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+                    found.append(int(entry))
     return found
-
-
-def children(parent: int) -> list[int]:
-    """The processes whose parent is ``parent`` (from /proc)."""
-    return [p.pid for p in processes() if p.ppid == parent]
-
-
-def descendants_cpu(ancestor: int) -> float:
-    """CPU seconds used by the live descendants of ``ancestor``."""
-    table = processes()
-    parents = {p.pid: p.ppid for p in table}
-    total = 0.0
-    for proc in table:
-        parent, hops = proc.ppid, 0
-        while parent is not None and parent != ancestor and hops < 64:
-            parent, hops = parents.get(parent), hops + 1
-        if parent == ancestor:
-            total += proc.cpu_s
-    return total
-
-
-def session_cpu(session: int) -> float:
-    """CPU seconds used by the live processes of ``session``."""
-    return sum(p.cpu_s for p in processes() if p.session == session)
 
 
 def kill_strays(keep: set[int] = frozenset()) -> int:

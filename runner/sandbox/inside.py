@@ -48,9 +48,7 @@ from runner.forkserver import (
     PR_SET_CHILD_SUBREAPER,
     PR_SET_DUMPABLE,
     PR_SET_PDEATHSIG,
-    children,
     close_descriptors,
-    descendants_cpu,
     prctl,
 )
 
@@ -221,14 +219,28 @@ def _kill_everything(child_pid: int, status: dict) -> None:
     # Not PID 1 (the process backend): this process is a child subreaper, so orphans of
     # the run, setsid daemons too, become its children; kill those until none is left.
     for _ in range(1000):
-        left = children(os.getpid())
-        if not left:
+        children = _children()
+        if not children:
             return
-        for pid in left:
+        for pid in children:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         _reap(child_pid, status)
         time.sleep(0.002)
+
+
+def _children() -> list[int]:
+    me = os.getpid()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            with open(f"/proc/{name}/stat") as handle:
+                fields = handle.read().rpartition(")")[2].split()
+            if int(fields[1]) == me:
+                found.append(int(name))
+    return found
 
 
 def _reap(child_pid: int, status: dict) -> None:
@@ -252,17 +264,39 @@ class _Work:
     EVERY_S = 0.25  # how often /proc is read
 
     def __init__(self, stall_s: float) -> None:
+        self.tick = os.sysconf("SC_CLK_TCK")
         self.stall_s = stall_s
         self.used = 0.0
         self.progress_at = time.monotonic()
         self.read_at = 0.0
+
+    def _live(self) -> float:
+        me = os.getpid()
+        parents: dict[int, int] = {}
+        cpu: dict[int, float] = {}
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{name}/stat") as handle:
+                    fields = handle.read().rpartition(")")[2].split()
+                parents[int(name)] = int(fields[1])
+                cpu[int(name)] = (int(fields[11]) + int(fields[12])) / self.tick
+        total = 0.0
+        for pid, seconds in cpu.items():
+            seen, parent = 0, parents.get(pid)
+            while parent is not None and parent != me and seen < 64:
+                parent, seen = parents.get(parent), seen + 1
+            if parent == me:
+                total += seconds
+        return total
 
     def update(self, now: float) -> None:
         if now - self.read_at < self.EVERY_S:
             return
         self.read_at = now
         times = os.times()
-        used = descendants_cpu(os.getpid()) + times.children_user + times.children_system
+        used = self._live() + times.children_user + times.children_system
         if used > self.used + 1e-9:
             self.used, self.progress_at = used, now
 
