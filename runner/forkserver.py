@@ -23,6 +23,8 @@ import subprocess
 import sys
 from collections.abc import Callable
 
+from runner import privileges
+
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
@@ -85,9 +87,12 @@ class Client:
 
     name = "fork server"
 
-    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], *, as_candidate: bool = False) -> None:
         prctl(PR_SET_DUMPABLE, 0)  # a run (same uid) cannot ptrace the grader or read its fds
         ours, theirs = socket.socketpair()
+        # as_candidate: the server (so every run) under the candidate's own uid where this
+        # process can switch users (runner.privileges): nothing trusted shares its uid.
+        user = privileges.switch_user() if as_candidate else {}
         self.process = subprocess.Popen(
             [sys.executable, *argv, str(theirs.fileno())],
             pass_fds=[theirs.fileno()],
@@ -96,6 +101,7 @@ class Client:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=None if os.environ.get("OVERLAP_DEBUG_CANDIDATE") else subprocess.DEVNULL,
+            **user,
         )
         theirs.close()
         self.control = ours

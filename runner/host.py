@@ -42,7 +42,7 @@ from typing import Any
 
 import torch
 
-from runner import forkserver
+from runner import forkserver, privileges
 from runner.clock import StuckError, VirtualLoop, VirtualTimeLimit, to_seconds
 from runner.protocol import MAX_ITEMS, MAX_STRING, Channel, ProtocolError, check_value
 from runner.sim.core import Cluster, Sim, Surface
@@ -89,7 +89,7 @@ class ForkServer(forkserver.Client):
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "LANG": "C.UTF-8",
         }
-        super().__init__(["-S", "-m", "runner.candidate"], env)
+        super().__init__(["-S", "-m", "runner.candidate"], env, as_candidate=True)
 
     def reap(self, pid: int) -> dict:
         forkserver.kill_session(pid)  # the run's whole session: nothing survives it
@@ -97,6 +97,14 @@ class ForkServer(forkserver.Client):
 
 
 _fork_server: ForkServer | None = None
+# The grader's own limits, priority and scheduling policy when its first run started:
+# where a run shares the grader's uid (runner.privileges), what it changed of them is
+# its doing, and the grading ends with a verdict of the run's own (grader_tampered).
+_grader_attributes: dict = {}
+REACHED_GRADER = (
+    "The program changed the grader's own {what} (its process shares the program's user): "
+    "the run cannot be trusted."
+)
 STATS: collections.Counter = collections.Counter()  # runs and messages served (benchmarks)
 
 
@@ -106,6 +114,8 @@ def fork_server() -> ForkServer:
     # Non-dumpable before any run starts, whoever started the server (it may have been
     # inherited, see prestart_fork_server): a run (same uid) cannot ptrace the grader.
     forkserver.prctl(forkserver.PR_SET_DUMPABLE, 0)
+    if not _grader_attributes:
+        _grader_attributes.update(privileges.attributes())
     if _fork_server is None or not _fork_server.alive():
         _fork_server = ForkServer()
     return _fork_server
@@ -126,6 +136,7 @@ def prestart_fork_server() -> int:
     an interpreter (~60 ms) on the click's path. A fresh server for every job: the one a
     job used dies with everything else the job left."""
     global _fork_server
+    _grader_attributes.clear()  # the job's grader records its own (after its limits)
     if _fork_server is not None:
         with contextlib.suppress(OSError):
             _fork_server.control.close()
@@ -809,9 +820,27 @@ def run_candidate(
     # The grader and the run's process take turns on one CPU (see forkserver.pinned).
     cpu = forkserver.current_cpu()
     with forkserver.pinned(cpu):
-        return _serve_run(
+        outcome = _serve_run(
             server, host, code, entry, {"cpu_s": cpu_s, "memory_bytes": memory_bytes, "cpu": cpu}
         )
+    why = grader_tampered()
+    if why:
+        outcome.failure = ("runtime_error", why, None)
+    return outcome
+
+
+def grader_tampered() -> str | None:
+    """Why no verdict of this grader can be trusted any more, if a run changed its limits,
+    priority or scheduling policy (possible only where the run shares its uid)."""
+    if not _grader_attributes:
+        return None
+    changed = privileges.tampered(_grader_attributes)
+    if not changed:
+        return None
+    privileges.restore(_grader_attributes, changed)  # for the gradings after this one
+    names = [name.removeprefix("RLIMIT_").lower() for name in changed]
+    what = "resource limits" if all(n not in ("nice", "scheduler") for n in names) else "settings"
+    return REACHED_GRADER.format(what=f"{what} ({', '.join(names)})")
 
 
 def _serve_run(server, host: HostRun, code, entry, limits: dict) -> Outcome:

@@ -50,7 +50,7 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 import torch  # noqa: E402
 
-from runner import forkserver  # noqa: E402
+from runner import forkserver, privileges  # noqa: E402
 from runner.exercise import load  # noqa: E402
 from runner.forkserver import (  # noqa: E402
     PR_SET_CHILD_SUBREAPER,
@@ -380,11 +380,11 @@ def _child(sock: socket.socket, exercise, limits: dict) -> None:
 
 
 def _drop_root() -> None:
-    """A grader running as root (a local trial, the ``process`` sandbox backend as root):
-    the run becomes ``nobody``, so neither capabilities (CAP_SYS_PTRACE overrides
-    non-dumpable) nor the uid let it reach the grader. In the sandboxes the grader is
-    already an unprivileged user with no capabilities."""
-    if os.geteuid() != 0:
+    """The run takes the candidate's own uid where the worker can switch users (root on a
+    host, the docker sandbox's trusted side: runner.privileges), so neither capabilities
+    (CAP_SYS_PTRACE overrides non-dumpable) nor a shared uid let it reach the grader. A
+    root worker that somehow cannot switch still becomes ``nobody``."""
+    if privileges.become_candidate() or os.geteuid() != 0:
         return
     os.setgroups([])
     os.setgid(NOBODY)

@@ -44,6 +44,7 @@ import signal
 import sys
 import time
 
+from runner import privileges
 from runner.forkserver import (
     PR_SET_CHILD_SUBREAPER,
     PR_SET_DUMPABLE,
@@ -128,6 +129,8 @@ def _run_child(job: dict, out_w: int, err_w: int, keep_fd: int | None) -> None:
     code = 1
     try:
         os.setpgid(0, 0)
+        if job.get("as_candidate"):
+            privileges.become_candidate()  # a script job: the entry is the candidate's code
         _prctl_dumpable(1)
         with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as adj:
             adj.write("1000")  # under memory pressure, the job dies before this process
@@ -436,9 +439,12 @@ SYSV_IPC = (("/proc/sysvipc/shm", "shmctl"), ("/proc/sysvipc/msg", "msgctl"),
             ("/proc/sysvipc/sem", "semctl"))
 
 
-def _wipe(folder: str) -> None:
+def _wipe(folder: str, strict: bool = True) -> None:
     """Remove everything inside ``folder`` (the folder itself stays). A link is removed,
-    never followed (a job may leave one pointing anywhere)."""
+    never followed (a job may leave one pointing anywhere). Not ``strict``: remove what
+    this process may, skip the rest (the candidate's pass, see reset_between_jobs)."""
+    import shutil
+
     if not os.path.isdir(folder):
         return
     for root, dirs, _files in os.walk(folder):
@@ -450,15 +456,17 @@ def _wipe(folder: str) -> None:
                 os.chmod(path, 0o700)
     for name in os.listdir(folder):
         path = os.path.join(folder, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            import shutil
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=not strict)
+            else:
+                os.unlink(path)
+        except OSError:
+            if strict:
+                raise
 
-            shutil.rmtree(path)
-        else:
-            os.unlink(path)
 
-
-def _remove_sysv_ipc() -> None:
+def _remove_sysv_ipc(strict: bool = True) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     for listing, call in SYSV_IPC:
         if not os.path.exists(listing):
@@ -471,8 +479,30 @@ def _remove_sysv_ipc() -> None:
                 result = libc.semctl(ipc_id, 0, IPC_RMID)
             else:
                 result = getattr(libc, call)(ipc_id, IPC_RMID, None)
-            if result != 0:
+            if result != 0 and strict:
                 raise OSError(ctypes.get_errno(), f"{call}({ipc_id}, IPC_RMID) failed")
+
+
+def _clear(folders: list[str], strict: bool = True) -> None:
+    for folder in folders:
+        _wipe(folder, strict)
+    _remove_sysv_ipc(strict)
+
+
+def _as_candidate(work, *args) -> None:
+    """Run ``work(*args)`` in a child under the candidate's uid, ignoring what it cannot
+    do. This process keeps only CAP_SETUID, CAP_SETGID and CAP_KILL: files and System V
+    objects the candidate's processes created are theirs to remove (a sticky /tmp, their
+    own folders), not this process's."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            privileges.become_candidate()
+            with contextlib.suppress(Exception):
+                work(*args)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
 
 
 def _others_alive() -> bool:
@@ -520,9 +550,10 @@ def reset_between_jobs(job: dict) -> bool:
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.001)
-        for folder in {*WRITABLE, job.get("tmp_dir", "/tmp")}:
-            _wipe(folder)
-        _remove_sysv_ipc()
+        folders = sorted({*WRITABLE, job.get("tmp_dir", "/tmp")})
+        if privileges.can_switch():
+            _as_candidate(_clear, folders, False)  # what the candidate's processes made is theirs
+        _clear(folders)
     except Exception:  # whatever a job left that the reset cannot handle: not reused
         return False
     return True

@@ -71,6 +71,9 @@ class Job:
     tmp_dir: str = "/tmp"
     env: dict[str, str] = field(default_factory=dict)
     rlimits: dict[str, int] = field(default_factory=dict)
+    # The entry itself is the candidate's code (a script job): it runs as the candidate's
+    # user where the sandbox's first process can switch users (runner.privileges).
+    as_candidate: bool = False
     nonce: str = field(default_factory=lambda: secrets.token_hex(16))
 
     def payload(self) -> bytes:
@@ -89,6 +92,7 @@ class Job:
                 "stdout_bytes": self.limits.result_bytes,
                 "stderr_bytes": self.limits.output_bytes,
                 "rlimits": self.rlimits,
+                "as_candidate": self.as_candidate,
             }
         ).encode()
         return b"%d\n%s" % (len(body), body)

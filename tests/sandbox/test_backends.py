@@ -198,16 +198,26 @@ def test_nothing_of_a_job_reaches_the_next_one_in_a_served_sandbox():
 
 POISON_PID_1 = program(
     "import resource, signal\n"
-    "resource.prlimit(1, resource.RLIMIT_NOFILE, (64, 64))\n"
-    "resource.prlimit(1, resource.RLIMIT_NPROC, (8, 8))\n"
-    "os.setpriority(os.PRIO_PROCESS, 1, 19)\n"
-    "os.sched_setaffinity(1, {min(os.sched_getaffinity(0))})\n"
-    "os.kill(1, signal.SIGINT)\n"
-    "os.kill(1, signal.SIGTERM)\n"
-    "os.symlink('/', '/tmp/root-link')\n"
-    "os.makedirs('/tmp/d'); os.symlink('/proc', '/tmp/d/proc-link')\n"
+    "done = []\n"
+    "def attempt(name, call):\n"
+    "    try:\n"
+    "        call()\n"
+    "        done.append(name)\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "attempt('nofile', lambda: resource.prlimit(1, resource.RLIMIT_NOFILE, (64, 64)))\n"
+    "attempt('nproc', lambda: resource.prlimit(1, resource.RLIMIT_NPROC, (8, 8)))\n"
+    "attempt('as', lambda: resource.prlimit(1, resource.RLIMIT_AS, (1 << 26, 1 << 26)))\n"
+    "attempt('nice', lambda: os.setpriority(os.PRIO_PROCESS, 1, 19))\n"
+    "attempt('idle', lambda: os.sched_setscheduler(1, os.SCHED_IDLE, os.sched_param(0)))\n"
+    "attempt('affinity', lambda: os.sched_setaffinity(1, {min(os.sched_getaffinity(0))}))\n"
+    "attempt('sigint', lambda: os.kill(1, signal.SIGINT))\n"
+    "attempt('sigterm', lambda: os.kill(1, signal.SIGTERM))\n"
+    "attempt('oom', lambda: open('/proc/1/oom_score_adj', 'w').write('1000'))\n"
+    "attempt('link', lambda: os.symlink('/', '/tmp/root-link'))\n"
+    "attempt('nested', lambda: (os.makedirs('/tmp/d'), os.symlink('/proc', '/tmp/d/p')))\n"
     "time.sleep(0.2)\n"
-    + report("pass")
+    + report("pass", done="done", uid="os.getuid()")
 )
 DEFAULTS = program(
     "import resource\n"
@@ -216,17 +226,20 @@ DEFAULTS = program(
         nofile="resource.getrlimit(resource.RLIMIT_NOFILE)[0]",
         nice="os.getpriority(os.PRIO_PROCESS, 0)",
         cpus="len(os.sched_getaffinity(0))",
+        tmp="sorted(os.listdir('/tmp'))",
     )
 )
 
 
 @pytest.mark.docker
-def test_a_job_that_poisons_pid_1_gets_its_own_verdict_and_the_next_job_the_defaults():
-    """Same uid as the sandbox's PID 1, a job lowers PID 1's limits, renices it, pins it
-    to one CPU, sends it SIGINT and SIGTERM and leaves links in /tmp. Its own result is
-    its own (no sandbox_error), and the next job, through the pool of one, runs with the
-    limits, priority and CPUs a fresh sandbox gives."""
+def test_a_job_that_attacks_pid_1_is_refused_and_the_next_job_gets_the_defaults():
+    """A job tries to lower PID 1's limits, renice it, make it SCHED_IDLE, pin it to one
+    CPU, signal it and raise its OOM score, and leaves links in /tmp. It runs under the
+    candidate's own uid, so the kernel refuses everything that touches PID 1; its own
+    result is its own (no sandbox_error), and the next job, through the pool of one,
+    runs with the limits, priority, CPUs and empty /tmp a fresh sandbox gives."""
     require("docker")
+    from runner.privileges import DEFAULT_CANDIDATE_UID
     from runner.sandbox.limits import Limits
     from runner.sandbox.pool import start_pool, stop_pool
 
@@ -238,12 +251,17 @@ def test_a_job_that_poisons_pid_1_gets_its_own_verdict_and_the_next_job_the_defa
         attack = run_script(POISON_PID_1, backend="docker", limits=limits)
         assert attack["status"] == "pass", attack
         assert attack["verdict"] not in ("sandbox_error", "internal_error")
+        seen = metrics(attack)
+        assert seen["uid"] == DEFAULT_CANDIDATE_UID
+        assert sorted(seen["done"]) == ["link", "nested"], seen  # /tmp is the job's to use
         assert pool.wait_full(120)
         after = run_script(DEFAULTS, backend="docker", limits=limits)
         assert after["status"] == "pass", after
+        assert after["sandbox"]["served_before"] >= 1  # the same sandbox, reset
         seen = metrics(after)
         assert (seen["nofile"], seen["nice"], seen["cpus"]) == (
             fresh["nofile"], fresh["nice"], fresh["cpus"]), (seen, fresh)
+        assert seen["tmp"] == fresh["tmp"] == ["job"], (seen, fresh)
     finally:
         stop_pool()
     assert_nothing_left("docker")

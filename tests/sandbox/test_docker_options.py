@@ -16,7 +16,10 @@ def test_every_container_is_hardened():
     assert options["cap_drop"] == ["ALL"]
     assert options["security_opt"] == ["no-new-privileges"]
     assert options["privileged"] is False
-    assert options["user"] == "10001:10001"
+    # The trusted side is uid 0 with the three capabilities it needs to start and kill
+    # the candidate's processes under their own uid, and nothing else.
+    assert options["user"] == "0:0"
+    assert sorted(options["cap_add"]) == ["KILL", "SETGID", "SETUID"]
     assert options["mem_limit"] == options["memswap_limit"] == 512 * 2**20
     assert options["pids_limit"] == 32
     assert options["nano_cpus"] == 1_500_000_000

@@ -1,10 +1,12 @@
 """The `docker` backend: a fresh, hardened container per run. The production backend.
 
-Each container: no network, read-only root, a size-capped tmpfs /tmp, a non-root user, no
-capabilities, no-new-privileges, the default seccomp profile, memory = memory+swap limit, a
-CPU quota, a pids limit, nofile/fsize ulimits and an environment of our own. The job goes
-in on stdin and the report comes out on stdout (attach), so no host path is ever mounted or
-read back, and a worker that itself runs in a container needs only the engine's socket.
+Each container: no network, read-only root, a size-capped tmpfs /tmp, a trusted side (the
+first process and the grader) holding only CAP_SETUID, CAP_SETGID and CAP_KILL, the
+candidate's processes under a uid of their own with no capability, no-new-privileges,
+the default seccomp profile, memory = memory+swap limit, a CPU quota, a pids limit,
+nofile/fsize ulimits and an environment of our own. The job goes in on stdin and the
+report comes out on stdout (attach), so no host path is ever mounted or read back, and a
+worker that itself runs in a container needs only the engine's socket.
 Containers carry labels; the reaper removes what a killed worker left behind.
 """
 
@@ -22,7 +24,6 @@ from runner.sandbox.backends.base import (
     DIAG_BYTES,
     PYTHON_FLAGS,
     READY_LINE,
-    SANDBOX_UID,
     Backend,
     Sandbox,
     SandboxUnavailable,
@@ -71,6 +72,7 @@ class DockerSandbox(Sandbox):
         self.serving = False  # whether its last report said it takes another job
 
     def prepare(self, job: Job) -> None:
+        job.as_candidate = "script" in job.entry
         job.env = child_env(job.limits, "/tmp", INSIDE_RUNNER_PARENT)
         # nofile and fsize are the container's ulimits; pids and memory its cgroup.
         job.rlimits = {"CORE": 0}
@@ -303,7 +305,10 @@ def container_options(limits: Limits, gpu, expires: float) -> dict:
 
     options = {
         "stdin_open": True,
-        "user": f"{SANDBOX_UID}:{SANDBOX_UID}",
+        # The trusted side (the first process, the grader) is uid 0 with three capabilities
+        # and nothing else: to start the candidate's processes under their own uid and to
+        # kill them (runner.privileges). The candidate's processes have no capability.
+        "user": "0:0",
         "environment": child_env(limits, "/tmp", INSIDE_RUNNER_PARENT),
         "working_dir": "/tmp",
         "hostname": "sandbox",
@@ -313,6 +318,7 @@ def container_options(limits: Limits, gpu, expires: float) -> dict:
         "read_only": True,
         "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={limits.disk_bytes + 1024 * 1024},mode=1777"},
         "cap_drop": ["ALL"],
+        "cap_add": ["SETUID", "SETGID", "KILL"],
         "security_opt": ["no-new-privileges"],
         "mem_limit": limits.memory_bytes,
         "memswap_limit": limits.memory_bytes,
