@@ -15,13 +15,13 @@
 #    rebuild after a code change takes seconds.
 #
 # Environment: OVERLAP_WEB_IMAGE (default overlap-web:latest), OVERLAP_APP_CACHE,
-# OVERLAP_DEBIAN_MIRROR (default http://deb.debian.org/debian), PYTHON (the host's
+# OVERLAP_DEBIAN_MIRROR (default: the Debian archive this machine's apt uses,
+# docker/debian-mirror.sh), PYTHON (the host's
 # platform interpreter, default .venv/bin/python).
 set -eu
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 image=${OVERLAP_WEB_IMAGE:-overlap-web:latest}
-mirror=${OVERLAP_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 python=${PYTHON:-$repo/.venv/bin/python}
 base=""
 online=0
@@ -64,6 +64,7 @@ if [ -z "$base" ]; then
                 echo "docker/build.sh: debootstrap is missing (apt-get install -y debootstrap)" >&2
                 exit 1
             }
+            mirror=$(sh "$repo/docker/debian-mirror.sh")
             step "debootstrap $suite from $mirror"
             rootfs=$(mktemp -d "$cache/rootfs.XXXXXX")
             debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \

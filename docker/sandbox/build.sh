@@ -12,14 +12,14 @@
 # The rootfs and the wheels are cached, so a rebuild after a runner change takes seconds.
 #
 # Environment: OVERLAP_SANDBOX_IMAGE (default overlap-sandbox:latest), OVERLAP_SANDBOX_CACHE,
-# OVERLAP_DEBIAN_MIRROR (default http://deb.debian.org/debian), PYTHON (default python3).
+# OVERLAP_DEBIAN_MIRROR (default: the Debian archive this machine's apt uses,
+# docker/debian-mirror.sh), PYTHON (default python3).
 set -eu
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 image=${OVERLAP_SANDBOX_IMAGE:-overlap-sandbox:latest}
 base=""
 requirements="$repo/runner/requirements.txt"
-mirror=${OVERLAP_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 python=${PYTHON:-python3}
 suite=bookworm
 pyver=3.11
@@ -64,6 +64,7 @@ if [ -z "$base" ]; then
                 echo "build.sh: debootstrap is missing (apt-get install -y debootstrap)" >&2
                 exit 1
             }
+            mirror=$(sh "$repo/docker/debian-mirror.sh")
             step "debootstrap $suite from $mirror"
             rootfs=$(mktemp -d "$cache/rootfs.XXXXXX")
             debootstrap --variant=minbase --include=python3,python3-venv,libstdc++6 \

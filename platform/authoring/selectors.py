@@ -21,6 +21,7 @@ from authoring.folder import (
 from authoring.models import ExerciseDraft, Validation
 from authoring.validation import code_problems
 from catalog.models import Exercise, ExerciseVersion
+from catalog.selectors import repository_newer
 from content.errors import Problem
 from qa.models import Question, QuestionBank
 
@@ -141,13 +142,16 @@ class ExerciseRow:
     title: str
     exercise: Exercise | None
     draft: ExerciseDraft | None
+    # A newer folder from the repository that sync_content did not make current.
+    repository_version: ExerciseVersion | None = None
 
 
 def exercise_rows() -> list[ExerciseRow]:
     """Every exercise and every draft, one row per slug."""
     drafts = {d.slug: d for d in ExerciseDraft.objects.all()}
+    newer = repository_newer()
     rows = [
-        ExerciseRow(e.slug, e.title, e, drafts.pop(e.slug, None))
+        ExerciseRow(e.slug, e.title, e, drafts.pop(e.slug, None), newer.get(e.pk))
         for e in Exercise.objects.select_related("current_version")
     ]
     rows += [ExerciseRow(d.slug, d.title, None, d) for d in drafts.values()]

@@ -272,8 +272,10 @@ def history(request, slug):
     if exercise is None and current is None:
         raise Http404("No such exercise")
     versions = list(selectors.versions(exercise)) if exercise else []
+    newer = selectors.repository_newer(exercise=exercise).get(exercise.pk) if exercise else None
     return render(request, "authoring/history.html", {
-        "slug": slug, "exercise": exercise, "draft": current, "versions": versions})
+        "slug": slug, "exercise": exercise, "draft": current, "versions": versions,
+        "repository_version": newer})
 
 
 @author_required

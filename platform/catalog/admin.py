@@ -1,6 +1,7 @@
 from django.contrib import admin
 
 from catalog.models import Exercise, ExerciseVersion, Tag
+from catalog.selectors import repository_newer
 
 
 class VersionInline(admin.TabularInline):
@@ -14,10 +15,19 @@ class VersionInline(admin.TabularInline):
 
 @admin.register(Exercise)
 class ExerciseAdmin(admin.ModelAdmin):
-    list_display = ("title", "slug", "difficulty", "track", "current_version", "updated_at")
+    list_display = ("title", "slug", "difficulty", "track", "current_version",
+                    "repository_newer", "updated_at")
     list_filter = ("difficulty", "track", "tags")
     search_fields = ("title", "slug")
     inlines = [VersionInline]
+
+    @admin.display(description="Repository has")
+    def repository_newer(self, exercise):
+        version = repository_newer(exercise=exercise).get(exercise.pk)
+        if version is None:
+            return "-"
+        return (f"newer folder v{version.number}, not current "
+                f"(sync_content --take-repository {exercise.slug})")
 
 
 @admin.register(ExerciseVersion)

@@ -1,6 +1,6 @@
 """Reads from the catalog."""
 
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 from django.shortcuts import get_object_or_404
 
 from catalog.models import Exercise, ExerciseVersion, Tag
@@ -24,3 +24,19 @@ def exercise_version_get(*, slug: str, number: int | None = None) -> ExerciseVer
     if number is None:
         return get_object_or_404(ExerciseVersion, pk=exercise.current_version_id)
     return get_object_or_404(ExerciseVersion, exercise=exercise, number=number)
+
+
+def repository_newer(*, exercise: Exercise | None = None) -> dict[int, ExerciseVersion]:
+    """Exercise id -> the newest version loaded from the repository that is newer than the
+    exercise's current one: what `sync_content` stored but did not make current, because
+    an author had published the current version in the browser."""
+    newer = (
+        ExerciseVersion.objects.filter(
+            publication__isnull=True,
+            number__gt=F("exercise__current_version__number"),
+        )
+        .order_by("exercise_id", "number")
+    )
+    if exercise is not None:
+        newer = newer.filter(exercise=exercise)
+    return {version.exercise_id: version for version in newer}

@@ -7,30 +7,61 @@ from catalog.models import Exercise, ExerciseVersion, Tag
 if TYPE_CHECKING:
     from content.folders import ExerciseFolder
 
+TAKE_HINT = "manage.py sync_content --take-repository {slug}"
 
-def exercise_store(*, folder: "ExerciseFolder", from_repository: bool = False) -> str:
-    """Store a folder as a new version when its content changed. Returns what happened.
 
-    From the repository (`sync_content`, every `compose up`), a folder never overrides an
-    author: content some version already has is not stored again, and an exercise whose
-    current version was published in the browser keeps it (the report says the
-    repository's folder differs; an operator who wants it imports it in Authoring)."""
-    meta = folder.meta
+def exercise_store(*, folder: "ExerciseFolder", from_repository: bool = False,
+                   take_repository: bool = False) -> str:
+    """Store a folder as the exercise's current version when its content changed. Returns
+    what happened, as one line for the operator.
+
+    From the browser (publishing) the folder always becomes current. From the repository
+    (`sync_content`, every `compose up`) a folder never overrides an author: an exercise
+    whose current version was published in the browser keeps it; a repository folder no
+    version holds yet is stored as a new version that is *not* current (the history and
+    the Authoring list show it), and `take_repository` (the operator's choice,
+    `sync_content --take-repository <slug>`) makes the repository's folder current."""
     exercise = Exercise.objects.select_for_update().filter(slug=folder.slug).first()
-    latest = exercise.versions.order_by("-number").first() if exercise else None
-    if latest is not None and latest.content_hash == folder.content_hash:
+    if exercise is None:
+        _version_create(exercise=None, folder=folder, number=1, current=True)
+        return "created (v1)"
+    current = exercise.current_version
+    latest = exercise.versions.order_by("-number").first()
+    if current is not None and current.content_hash == folder.content_hash:
         return "unchanged"
-    if exercise is not None and from_repository:
-        current = exercise.current_version
-        known = exercise.versions.filter(content_hash=folder.content_hash).first()
-        browser = current is not None and _published_in_browser(current)
-        if known is not None:
-            return (f"unchanged (the repository's folder is v{known.number}; "
-                    f"v{current.number if current else '?'} stays current)")
-        if browser:
-            return (f"kept v{current.number}, published in the browser; the repository's "
-                    "folder differs and was not loaded (to use it, import the folder in "
-                    "Authoring, validate and publish it)")
+    if not from_repository or take_repository or not _published_in_browser(current):
+        if latest is not None and latest.content_hash == folder.content_hash:
+            if take_repository and latest != current:
+                _make_current(exercise, latest)
+                return (f"took the repository's folder: v{latest.number} is current "
+                        f"(was v{current.number if current else '?'})")
+            if from_repository:
+                return "unchanged"
+        version = _version_create(exercise=exercise, folder=folder,
+                                  number=(latest.number + 1) if latest else 1, current=True)
+        if take_repository:
+            return (f"took the repository's folder: v{version.number} is current "
+                    f"(was v{current.number if current else '?'})")
+        return f"new version v{version.number}"
+    # The current version was published in the browser: it stays current.
+    known = exercise.versions.filter(content_hash=folder.content_hash).order_by("-number").first()
+    if known is None:
+        known = _version_create(exercise=exercise, folder=folder, number=latest.number + 1,
+                                current=False)
+        stored = f"stored as v{known.number}, not current"
+    elif known.number > current.number:
+        stored = f"is v{known.number}, not current"
+    else:
+        return (f"unchanged (the repository's folder is v{known.number}; "
+                f"v{current.number} stays current, published in the browser)")
+    return (f"kept v{current.number}, published in the browser; the repository has a newer "
+            f"folder ({stored}); to make it current: "
+            f"{TAKE_HINT.format(slug=exercise.slug)}")
+
+
+def _version_create(*, exercise: Exercise | None, folder: "ExerciseFolder", number: int,
+                    current: bool) -> ExerciseVersion:
+    meta = folder.meta
     fields = {
         "title": meta.title,
         "summary": meta.summary,
@@ -42,7 +73,7 @@ def exercise_store(*, folder: "ExerciseFolder", from_repository: bool = False) -
         exercise = Exercise.objects.create(slug=folder.slug, **fields)
     version = ExerciseVersion.objects.create(
         exercise=exercise,
-        number=(latest.number + 1) if latest else 1,
+        number=number,
         content_hash=folder.content_hash,
         tags=list(meta.tags),
         prompt=folder.prompt,
@@ -50,15 +81,21 @@ def exercise_store(*, folder: "ExerciseFolder", from_repository: bool = False) -
         files=folder.files,
         **fields,
     )
-    for name, value in fields.items():
-        setattr(exercise, name, value)
+    if current:
+        _make_current(exercise, version)
+    return version
+
+
+def _make_current(exercise: Exercise, version: ExerciseVersion) -> None:
+    """The exercise's listing fields and tags follow its current version."""
+    for name in ("title", "summary", "difficulty", "time_minutes", "track"):
+        setattr(exercise, name, getattr(version, name))
     exercise.current_version = version
     exercise.save()
-    exercise.tags.set([Tag.objects.get_or_create(slug=slug)[0] for slug in meta.tags])
-    return f"new version v{version.number}" if latest else "created (v1)"
+    exercise.tags.set([Tag.objects.get_or_create(slug=slug)[0] for slug in version.tags])
 
 
-def _published_in_browser(version: ExerciseVersion) -> bool:
+def _published_in_browser(version: ExerciseVersion | None) -> bool:
     from authoring.models import Publication
 
-    return Publication.objects.filter(version=version).exists()
+    return version is not None and Publication.objects.filter(version=version).exists()

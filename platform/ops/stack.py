@@ -94,9 +94,15 @@ def allowed_hosts_for(host: str) -> str:
     return ",".join(dict.fromkeys(name for name in names if name))
 
 
+# Authors' validations have a worker of their own, one grading at a time, whose sandboxes
+# get a quarter of a candidate's CPU weight when both want the CPU: a validation never
+# takes a candidate's slot, and slows a candidate's grading only by sharing idle CPU.
+AUTHORING_CPU_SHARES = "256"
+
+
 def worker_queues() -> str:
-    """make run's worker takes every CPU queue; a GPU host also takes `gpu`."""
-    queues = ["default", "authoring", "recovery"]
+    """make run's candidate worker takes the runs and recovery; a GPU host also `gpu`."""
+    queues = ["default", "recovery"]
     if os.environ.get("OVERLAP_GPU"):
         queues.append("gpu")
     return ",".join(queues)
@@ -163,6 +169,12 @@ class Stack:
                 "--queues", worker_queues(), "--concurrency", str(self.concurrency),
                 "--hostname", f"overlap-local-{index + 1}@%h",
             ])
+        self._start("authoring-worker", [
+            sys.executable, "-m", "celery", "-A", "overlap", "worker", "--loglevel", "INFO",
+            "--queues", "authoring", "--concurrency", "1",
+            "--hostname", "overlap-local-authoring@%h",
+        ], env={"OVERLAP_SANDBOX_CPU_SHARES": AUTHORING_CPU_SHARES,
+                "OVERLAP_SANDBOX_POOL_SIZE": "1"})
     def start_beat(self) -> None:
         # Celery beat: sends `overlap.recover` every few seconds (nothing stays stuck).
         self.var_dir.mkdir(parents=True, exist_ok=True)

@@ -103,7 +103,7 @@ def test_stack_serves_the_site_runs_tasks_and_stops_everything_on_ctrl_c(tmp_pat
     assert f"running at http://127.0.0.1:{web_port}/ (DEBUG off" in output
     assert "web exited with status -9; restarting it in 1 s" in output
     assert "web restarted (pid" in output
-    assert "stopped: redis, worker, beat, web" in output
+    assert "stopped: redis, worker, authoring-worker, beat, web" in output
     assert not _port_open(web_port)
     assert not _port_open(redis_port)
     assert key_file.read_text().strip() == key  # generated once, kept

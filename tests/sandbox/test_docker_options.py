@@ -31,6 +31,12 @@ def test_every_container_is_hardened():
     assert not {"SECRET_KEY", "DATABASE_URL"} & set(options["environment"])
 
 
+def test_an_authors_worker_gives_its_sandboxes_less_cpu_weight(monkeypatch):
+    assert "cpu_shares" not in container_options(Limits(), None, expires=0)
+    monkeypatch.setenv("OVERLAP_SANDBOX_CPU_SHARES", "256")
+    assert container_options(Limits(), None, expires=0)["cpu_shares"] == 256
+
+
 def test_without_a_gpu_no_device_is_requested():
     assert "device_requests" not in container_options(Limits(), None, expires=0)
 

@@ -339,6 +339,11 @@ def container_options(limits: Limits, gpu, expires: float) -> dict:
             f"{LABEL}.expires": str(int(expires)),
         },
     }
+    shares = os.environ.get("OVERLAP_SANDBOX_CPU_SHARES", "")
+    if shares.isdigit() and int(shares) >= 2:
+        # Relative CPU weight when sandboxes compete (default 1024): an authors' worker
+        # gives its validations less, so they never slow a candidate's grading much.
+        options["cpu_shares"] = int(shares)
     if gpu:
         if gpu == "all":
             request = DeviceRequest(count=-1, capabilities=[["gpu"]])
