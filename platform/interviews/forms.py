@@ -1,10 +1,20 @@
 from datetime import datetime
+from html import unescape
 from zoneinfo import ZoneInfo, available_timezones
 
 from django import forms
+from django.utils.html import strip_tags
 
 from catalog.models import Exercise
+from content.markdown import render_markdown
 from qa.models import Question
+
+
+def question_label(question: Question) -> str:
+    """What a question is called in a list: its text as read (Markdown rendered, then as
+    plain text), a production challenge's title said to be one."""
+    text = unescape(strip_tags(render_markdown(question.text))).strip()
+    return f"Production challenge: {text}" if question.kind == Question.CHALLENGE else text
 
 
 class SessionForm(forms.Form):
@@ -35,6 +45,22 @@ class SessionForm(forms.Form):
 
         self.gpu_online = queue_served("gpu")
         self.fields["exercise"].label_from_instance = self._exercise_label
+        self.fields["questions"].label_from_instance = question_label
+
+    @property
+    def gpu_exercises_unservable(self) -> list[str]:
+        """The GPU exercises' titles while no GPU worker is online (none can be picked)."""
+        if self.gpu_online:
+            return []
+        return [e.title for e in self.fields["exercise"].queryset if e.track == "gpu"]
+
+    @property
+    def question_groups(self) -> list[tuple[str, list]]:
+        """The question checkboxes by bank: [(bank title, [checkbox, ...]), ...]."""
+        groups: dict[str, list] = {}
+        for choice in self["questions"]:
+            groups.setdefault(choice.data["value"].instance.bank.title, []).append(choice)
+        return list(groups.items())
 
     def _exercise_label(self, exercise) -> str:
         if exercise.track == "gpu" and not self.gpu_online:

@@ -137,6 +137,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "accounts.context_processors.roles",
                 "runs.context_processors.run_poll",
+                "runs.context_processors.gpu_workers",
                 "django.template.context_processors.csp",  # csp_nonce, for the editors
             ],
             "builtins": ["content.templatetags.markdown"],
@@ -188,6 +189,14 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+# Argon2id first (accounts/hashers.py: OWASP's parameters, a check costs ~30 ms); the
+# others only read hashes stored before, each re-stored as Argon2 at its next login.
+PASSWORD_HASHERS = [
+    "accounts.hashers.Argon2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2SHA1PasswordHasher",
+    "django.contrib.auth.hashers.ScryptPasswordHasher",
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "catalog:exercise_list"

@@ -3,8 +3,7 @@
 from django.db.models import Count, Q, QuerySet
 
 from qa.models import Question, QuestionBank
-
-SEARCH_FIELDS = ("text", "answer", "topic", "scenario", "root_cause")
+from qa.search import search
 
 
 def bank_list() -> QuerySet[QuestionBank]:
@@ -14,18 +13,15 @@ def bank_list() -> QuerySet[QuestionBank]:
 
 
 def question_search(*, query: str = "", bank: str = "", topic: str = "") -> QuerySet[Question]:
-    """Live questions whose text matches every word of `query` (any field, any case)."""
+    """Live questions matching every word of `query` (the database's full-text search,
+    qa/search.py), best first; in bank order when there is no query."""
     questions = Question.objects.filter(retired=False).select_related("bank")
     if bank:
         questions = questions.filter(bank__slug=bank)
     if topic:
         questions = questions.filter(topic=topic)
-    for word in query.split()[:8]:
-        match = Q()
-        for name in SEARCH_FIELDS:
-            match |= Q(**{f"{name}__icontains": word})
-        questions = questions.filter(match)
-    return questions.order_by("bank__title", "kind", "position")
+    questions = questions.order_by("bank__title", "kind", "position")
+    return search(questions, query)
 
 
 def bank_topics(bank: QuestionBank) -> list[str]:

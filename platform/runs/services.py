@@ -238,21 +238,24 @@ def runs_recover_crashed() -> dict[str, int]:
     return runs_recover(run_ids=crashed)
 
 
-def _answer_unserved_gpu_runs(runs, now) -> int:
-    """GPU runs queued longer than OVERLAP_GPU_QUEUE_WAIT_SECONDS while no GPU worker is
-    online get the runner's own "Needs a GPU" answer (a skip, not a failure), instead of
-    showing "Queued" for ever and blocking the session's next run."""
+def _answer_unserved_gpu_runs(runs, now, *, waited_s: int | None = None,
+                              message: str = "") -> int:
+    """GPU runs queued longer than ``waited_s`` (OVERLAP_GPU_QUEUE_WAIT_SECONDS) while no
+    GPU worker is online get the runner's own "Needs a GPU" answer (a skip, not a failure),
+    instead of showing "Queued" for ever and blocking the session's next run."""
     from runner.contract import empty_metrics, make_result
 
-    waited = now - timedelta(seconds=settings.OVERLAP_GPU_QUEUE_WAIT_SECONDS)
-    stale = list(runs.filter(status=Run.QUEUED, queue="gpu", created_at__lt=waited)
+    waited_s = settings.OVERLAP_GPU_QUEUE_WAIT_SECONDS if waited_s is None else waited_s
+    waited = now - timedelta(seconds=waited_s)
+    stale = list(runs.filter(status=Run.QUEUED, queue="gpu", created_at__lte=waited)
                  .select_related("exercise_version__exercise"))
     if not stale or gpu_worker_online():
         return 0
     answered = 0
-    message = (f"This exercise runs on a GPU, and no GPU worker took the run within "
-               f"{settings.OVERLAP_GPU_QUEUE_WAIT_SECONDS} s. Nothing counts against your "
-               "code; tell your interviewer.")
+    message = message or (
+        f"This exercise runs on a GPU, and no GPU worker took the run within {waited_s} s, "
+        "so it was not graded. Nothing counts against your code; run it again once your "
+        "interviewer says a GPU worker is online.")
     for run in stale:
         result = make_result(exercise=run.exercise_version.exercise.slug, verdict="needs_gpu",
                              message=message, metrics=empty_metrics())
@@ -262,3 +265,16 @@ def _answer_unserved_gpu_runs(runs, now) -> int:
             answered += 1
             announce(run, Run.DONE)
     return answered
+
+
+SESSION_ENDED_WITHOUT_GPU = (
+    "The session ended before a GPU worker took this run (none was online), so it was "
+    "not graded."
+)
+
+
+def runs_settle_at_end(*, session, now=None) -> int:
+    """When a session ends: its GPU runs that no GPU worker can take are answered now
+    ("Needs a GPU", with the reason), so the scorecard never lists one as "Queued"."""
+    return _answer_unserved_gpu_runs(session.runs.all(), now or timezone.now(), waited_s=0,
+                                     message=SESSION_ENDED_WITHOUT_GPU)
