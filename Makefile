@@ -51,6 +51,9 @@ vpath %.js $(sort $(dir $(ASSETS)))
 static-build/build/%.js: %.js node_modules/.installed
 	node_modules/.bin/esbuild $< --bundle --minify --format=iife --target=es2020 --outfile=$@ --log-level=warning
 
+# Modules a bundle imports (not bundles of their own) rebuild the bundles that use them.
+static-build/build/pad.js: $(wildcard platform/interviews/assets/parts/*.js)
+
 install: $(VENV)/.installed $(RUNNER_VENV)/.installed node_modules/.installed $(BUNDLES)
 
 # The docker sandbox image, built offline (debootstrap + local wheels); needs a Docker engine.

@@ -10,4 +10,6 @@ urlpatterns = [
     path("<str:token>/run/", views.run, name="run"),
     path("<str:token>/runs/<int:run_id>/", views.run_status, name="run_status"),
     path("<str:token>/hints/", views.hints, name="hints"),
+    path("<str:token>/runs/", views.run_list, name="run_list"),
+    path("<str:token>/clock/", views.clock, name="clock"),
 ]

@@ -5,14 +5,17 @@ code and runs, and the prompt text of hints the interviewer revealed. Never the 
 """
 
 from django.contrib.auth.decorators import login_not_required
-from django.http import HttpResponse
+from django.db.models.fields.json import KT
+from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from interviews import clock as clocks
 from interviews import pad, selectors, services
 from overlap import jobs
 from runs import services as run_services
+from runs.labels import verdict_label
 from runs.selectors import run_view
 
 GONE = 410
@@ -39,6 +42,8 @@ def workspace(request, token):
         "scheduled_label": selectors.scheduled_label(session),
         "last_run": run_view(runs[0]) if runs else None,
         "last_run_url": _run_url(token, runs[0].pk) if runs else "",
+        "run_list": _run_list(session, token),
+        "clock": clocks.clock_state(session),
     }
     return render(request, "candidate/workspace.html", context)
 
@@ -46,7 +51,14 @@ def workspace(request, token):
 @login_not_required
 def state(request, token):
     """Polled by the lobby and the live page: reload when the state moved on."""
-    session = selectors.session_for_candidate(token)
+    try:
+        session = selectors.session_for_candidate(token)
+    except Http404:
+        if not getattr(request, "htmx", False):
+            raise
+        # A link renewed or expired while the lobby waits: stop waiting; the reload shows
+        # the page that says why and what to do.
+        return HttpResponse("", headers={"HX-Refresh": "true"})
     response = HttpResponse("")
     if request.GET.get("state") != session.state:
         response["HX-Refresh"] = "true"
@@ -117,3 +129,39 @@ def hints(request, token):
     return render(request, "candidate/workspace.html#hints",
                   {"hints": selectors.candidate_hints(session), "session": session,
                    "token": token})
+
+
+def _run_list(session, token: str, limit: int = 50) -> list[dict]:
+    """The session's runs, newest first, each openable (its verdict partial): what the
+    candidate sees of a run anyway, never more."""
+    total = session.runs.count()
+    rows = session.runs.defer("code", "result").annotate(
+        speedup=KT("result__metrics__speedup")).order_by("-created_at")[:limit]
+    return [{"id": run.pk, "number": total - i, "url": _run_url(token, run.pk),
+             "into_session": clocks.offset_label(session, run.created_at),
+             "label": verdict_label(run.verdict) or run.get_status_display(),
+             "speedup": _number(run.speedup)}
+            for i, run in enumerate(rows)]
+
+
+def _number(text) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+@login_not_required
+def run_list(request, token):
+    """The candidate's earlier runs (refreshed when a run's status changes)."""
+    session = selectors.session_for_candidate(token)
+    return render(request, "candidate/workspace.html#run-history",
+                  {"run_list": _run_list(session, token), "token": token})
+
+
+@login_not_required
+def clock(request, token):
+    """The time left, fetched again when the interviewer extends or pauses it."""
+    session = selectors.session_for_candidate(token)
+    return render(request, "candidate/workspace.html#clock",
+                  {"clock": clocks.clock_state(session), "session": session, "token": token})

@@ -56,6 +56,11 @@ class InterviewSession(models.Model):
         default=0, help_text="stored by the candidate's updates and saves (the quota)")
     interviewer_readonly = models.BooleanField(
         default=False, help_text="The interviewer watches but cannot type in the pad")
+    # The candidate's clock (time left of the allocation): the interviewer can add time
+    # and pause it. Paused time does not count; `time_paused_at` is set while paused.
+    time_extra_seconds = models.IntegerField(default=0)
+    time_paused_seconds = models.PositiveIntegerField(default=0)
+    time_paused_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -197,3 +202,47 @@ class ChatMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}: {self.author}: {self.text[:40]}"
+
+
+class IntegrityEvent(models.Model):
+    """A signal from the candidate's browser the interviewer may want to ask about: a paste
+    into the editor (its size, and whether the text came from outside the pad) or the
+    candidate leaving the page (another tab or window) and for how long.
+
+    Ordered and timed by the server (`created_at`, `returned_at`): nothing the browser
+    claims about time is stored. The candidate is told these are recorded.
+    """
+
+    PASTE, AWAY = "paste", "away"
+    KINDS = [(PASTE, "Paste"), (AWAY, "Left the page")]
+    PAD, TASK, OUTSIDE = "pad", "task", "outside"
+    SOURCES = [(PAD, "from the pad"), (TASK, "from the task text"),
+               (OUTSIDE, "from outside the pad")]
+    BLUR, HIDDEN = "blur", "hidden"
+    REASONS = [(BLUR, "another window had the focus"), (HIDDEN, "the tab was hidden")]
+
+    session = models.ForeignKey(InterviewSession, on_delete=models.CASCADE,
+                                related_name="integrity_events")
+    kind = models.CharField(max_length=8, choices=KINDS)
+    chars = models.PositiveIntegerField(null=True, blank=True, help_text="a paste's length")
+    source = models.CharField(max_length=8, choices=SOURCES, blank=True)
+    reason = models.CharField(max_length=8, choices=REASONS, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    returned_at = models.DateTimeField(null=True, blank=True,
+                                       help_text="when the candidate came back (away)")
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}: {self.kind} at {self.created_at:%H:%M:%S}"
+
+    @property
+    def away_seconds(self) -> float | None:
+        if self.kind != self.AWAY or self.returned_at is None:
+            return None
+        return max(0.0, (self.returned_at - self.created_at).total_seconds())
+
+    @property
+    def is_external(self) -> bool:
+        return self.kind == self.PASTE and self.source != self.PAD

@@ -2,6 +2,7 @@
 
 import re
 
+from interviews.integrity import signal_rows, signal_summary
 from interviews.models import InterviewSession, Score
 from interviews.selectors import interviewer_display_name, scores_by_key
 from runs.labels import verdict_label
@@ -61,6 +62,7 @@ def scorecard_build(session: InterviewSession, *, for_export: bool = False) -> d
         for run in session.runs.order_by("created_at")
     ]
     revisions = list(session.revisions.order_by("number"))
+    signals = [{**row, "at": _when(row["at"])} for row in signal_rows(session)]
     card = {
         "session": {
             "id": session.pk,
@@ -94,6 +96,9 @@ def scorecard_build(session: InterviewSession, *, for_export: bool = False) -> d
                   "role": m.role, "author": m.author, "text": m.text}
                  for m in session.chat_messages.all()],
         "pad_updates": session.pad_version,
+        # Pastes and absences, in the server's order and times (see interviews/integrity).
+        "integrity": signals,
+        "integrity_summary": signal_summary(signals),
         "revision_count": len(revisions),
     }
     if for_export:
@@ -147,6 +152,13 @@ def scorecard_markdown(session: InterviewSession) -> str:
         + (f" · {r['speedup']:.2f}x" if r["speedup"] else "")
         for r in card["runs"]
     ] or ["- none"]
+    summary = card["integrity_summary"]
+    lines += ["", "## Integrity signals", "",
+              f"{summary['pastes']} paste(s), {summary['outside_pastes']} from outside the pad "
+              f"({summary['outside_chars']} characters); left the page {summary['away']} "
+              f"time(s), {summary['away_seconds']} s in all.", ""]
+    lines += [f"- {md_line(s['into_session'] or s['at'])} · {md_line(s['label'])}"
+              for s in card["integrity"]] or ["- none"]
     lines += ["", "## Follow-up questions", ""]
     for f in card["followups"]:
         score = f["score"] if f["score"] is not None else "not scored"
@@ -194,5 +206,8 @@ def playback_data(session: InterviewSession) -> dict:
     markers += [{"t": ms(reveal.revealed_at), "kind": "hint", "anchor": "hints-revealed",
                  "label": f"Hint {reveal.index + 1} revealed"}
                 for reveal in session.hint_reveals.all()]
+    markers += [{"t": ms(row["at"]), "kind": f"signal-{row['kind']}",
+                 "anchor": "integrity-signals", "label": row["label"]}
+                for row in signal_rows(session)]
     markers.sort(key=lambda m: m["t"])
     return {"base": session.pad_base, "updates": updates, "markers": markers}

@@ -95,17 +95,15 @@ def scheduled_local(session: InterviewSession):
 
 
 def questions_matching(session: InterviewSession, query: str, limit: int = 20):
-    """Q&A questions not yet in the session whose text, topic or bank matches `query`."""
-    from django.db.models import Q
-
+    """Q&A questions not yet in the session that match `query` (the banks' full-text
+    search, qa/search.py), best first."""
     from qa.models import Question
+    from qa.search import search
 
     found = Question.objects.filter(retired=False).select_related("bank") \
-        .exclude(pk__in=session.bank_questions.values("question"))
-    for word in query.split()[:8]:
-        found = found.filter(Q(text__icontains=word) | Q(topic__icontains=word)
-                             | Q(bank__title__icontains=word))
-    return list(found.order_by("bank__title", "position")[:limit])
+        .exclude(pk__in=session.bank_questions.values("question")) \
+        .order_by("bank__title", "kind", "position")
+    return list(search(found, query)[:limit])
 
 
 def scheduled_label(session: InterviewSession) -> str:

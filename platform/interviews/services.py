@@ -86,6 +86,9 @@ def session_end(*, session: InterviewSession) -> None:
     if not updated:
         raise SessionError("Only a live session can be ended.")
     pad.pad_checkpoint(session)
+    from runs.services import runs_settle_at_end
+
+    runs_settle_at_end(session=session)
     broadcast(session.pk, "state", {"state": InterviewSession.ENDED, "readonly": True})
 
 

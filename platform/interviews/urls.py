@@ -25,4 +25,6 @@ urlpatterns = [
     path("<int:pk>/playback.json", views.playback_json, name="playback"),
     path("<int:pk>/scorecard.md", views.scorecard_markdown, name="scorecard_markdown"),
     path("<int:pk>/revisions/", views.revision, name="revision"),
+    path("<int:pk>/integrity/", views.integrity_panel, name="integrity"),
+    path("<int:pk>/clock/", views.clock, name="clock"),
 ]

@@ -9,7 +9,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
-from interviews import pad, selectors, services
+from interviews import clock as clocks
+from interviews import integrity, pad, selectors, services
 from interviews import scorecard as scorecards
 from interviews.forms import SessionForm
 from interviews.models import InterviewSession, Score
@@ -84,7 +85,42 @@ def _console_context(request, session: InterviewSession) -> dict:
         "revision": services.latest_revision(session),
         "runs": [run_view(run) for run in session.runs.all()[:20]],
         "phases": InterviewSession.PHASES,
+        **_integrity_context(session),
+        "clock": clocks.clock_state(session),
     }
+
+
+def _integrity_context(session: InterviewSession) -> dict:
+    rows = integrity.signal_rows(session)
+    return {"signals": rows[::-1], "signal_summary": integrity.signal_summary(rows)}
+
+
+def integrity_panel(request, pk):
+    """Pastes and absences, newest first (fetched the moment one is pushed)."""
+    session = selectors.session_for_staff(request.user, pk)
+    return render(request, "interviews/console.html#integrity",
+                  {"session": session, **_integrity_context(session)})
+
+
+def clock(request, pk):
+    """The time left (GET), or the interviewer's change of it (POST: add=<minutes>, or
+    pause=1/0); every change is pushed to the candidate's page at once."""
+    session = selectors.session_for_staff(request.user, pk)
+    error = ""
+    if request.method == "POST":
+        try:
+            if "add" in request.POST:
+                clocks.clock_add(session=session, minutes=int(request.POST["add"]))
+            elif "pause" in request.POST:
+                clocks.clock_pause(session=session, paused=request.POST["pause"] == "1")
+        except ValueError:
+            error = "Give the minutes as a number."
+        except clocks.ClockError as exc:
+            error = str(exc)  # said next to the buttons (htmx swaps only 2xx answers)
+        session.refresh_from_db()
+    return render(request, "interviews/console.html#clock",
+                  {"session": session, "version": session.exercise_version,
+                   "clock": clocks.clock_state(session), "clock_error": error})
 
 
 def _phase_list(session: InterviewSession) -> list[dict]:

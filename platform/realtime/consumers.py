@@ -5,6 +5,7 @@ Client → server (JSON):
   {"type": "pull", "version": V}
   {"type": "presence", "anchor": a, "head": h}
   {"type": "chat", "text": "…"}
+  {"type": "signal", "kind": "paste"|"away"|"back", …}  (the candidate's only: integrity)
 Server → client:
   {"type": "hello", "version", "doc", "updates", "you", "readonly", "state", "chat"}
   {"type": "updates", "version": V, "updates": […], "cursor"?, "pushed"?}  (V: the version
@@ -13,6 +14,8 @@ Server → client:
   {"type": "presence", "peer", "name", "role", "anchor", "head"}
   {"type": "chat", "message"} · {"type": "state", …} · {"type": "hint", "number"}
   {"type": "run", "id", "status"}  (a run of the session was queued, started or finished)
+  {"type": "clock"}  (the interviewer extended or paused the time: fetch the timer again)
+  {"type": "integrity", "id", "kind"}  (interviewers only: a paste or an absence)
 
 The candidate's connection is opened with the session token; it receives only what the
 candidate may see (the shared text, names, chat, state, the number of a revealed hint).
@@ -30,7 +33,7 @@ from django.db import InterfaceError, OperationalError, connection
 from django.http import Http404
 
 from accounts.roles import is_staff_member
-from interviews import pad, selectors, services
+from interviews import integrity, pad, selectors, services
 from interviews.models import InterviewSession, PadUpdate
 from interviews.push import group_name
 
@@ -51,8 +54,13 @@ CANDIDATE_EVENTS = {
     "hint": ("number",),
     "revoked": (),
     "run": ("id", "status"),  # a run's status changed: the page fetches what it may see
+    "clock": (),  # the time left changed (extended, paused): the page fetches its timer
 }
-INTERVIEWER_EVENTS = {**CANDIDATE_EVENTS, "readonly": ("interviewer_readonly",)}
+INTERVIEWER_EVENTS = {**CANDIDATE_EVENTS, "readonly": ("interviewer_readonly",),
+                      "integrity": ("id", "kind")}
+# Integrity signals from the candidate's browser, per connection (the database keeps a
+# per-session limit too).
+SIGNALS_PER_10S = 20
 
 
 def _keystroke_db(fn):
@@ -98,6 +106,7 @@ class PadConsumer(AsyncWebsocketConsumer):
         self.group = group_name(session.pk)
         self.last_presence = 0.0
         self.tokens, self.tokens_at = float(settings.OVERLAP_PAD_UPDATES_PER_10S), time.monotonic()
+        self.signal_tokens, self.signal_at = float(SIGNALS_PER_10S), time.monotonic()
         self.closed = False
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
@@ -143,6 +152,8 @@ class PadConsumer(AsyncWebsocketConsumer):
             await self._presence(message)
         elif kind == "chat":
             await self._chat(message.get("text"))
+        elif kind == "signal" and self.role == PadUpdate.CANDIDATE:
+            await self._signal(message)
 
     def _cursor(self, message) -> dict | None:
         """A cursor sent along (validated), as the presence data others receive."""
@@ -227,6 +238,23 @@ class PadConsumer(AsyncWebsocketConsumer):
         await self.channel_layer.group_send(self.group, {
             "type": "pad.event", "kind": "presence", "origin": self.channel_name,
             "data": cursor})
+
+    async def _signal(self, message):
+        """A paste or an absence reported by the candidate's page (bounded, rate-limited;
+        stored with the server's time). Refusals are silent: nothing for the candidate."""
+        now = time.monotonic()
+        self.signal_tokens = min(float(SIGNALS_PER_10S), self.signal_tokens
+                                 + (now - self.signal_at) * SIGNALS_PER_10S / 10)
+        self.signal_at = now
+        if self.signal_tokens < 1:
+            return
+        self.signal_tokens -= 1
+        fields = {key: message.get(key) for key in ("kind", "chars", "source", "reason")}
+        try:
+            await database_sync_to_async(integrity.signal_record)(
+                session_id=self.session_id, message=fields)
+        except integrity.SignalRefused:
+            return
 
     async def _chat(self, text):
         if not isinstance(text, str):

@@ -78,6 +78,13 @@ def timeline_svg(trace: dict | None) -> str:
         parts.append(f'<text x="{x + 14}" y="{legend_y + 9}" class="tl-legend">{escape(op)}</text>')
         x += 24 + 7 * len(op)
     height = legend_y + 20
+    if any(span.get("blocking") for _, t in sections for span in t.get("spans") or []):
+        y = legend_y + 16  # a row of its own: the outline, not a colour
+        parts.append(f'<rect x="{LABEL_WIDTH + 1}" y="{y + 1}" width="9" height="9" '
+                     f'class="tl-blocking tl-legend-blocking"/>')
+        parts.append(f'<text x="{LABEL_WIDTH + 14}" y="{y + 9}" class="tl-legend">'
+                     "red outline: a blocking call (nothing else on its loop could run)</text>")
+        height += 16
     return (
         f'<svg class="timeline" viewBox="0 0 {WIDTH} {height:.0f}" width="100%" role="img" '
         f'aria-label="Timeline of the baseline and the candidate run" '

@@ -95,10 +95,10 @@ def test_interviewer_and_candidate_type_at_once_and_end_with_the_same_text(
     assert session.pad_updates.filter(role="interviewer", author="Ada Byron").exists()
 
     # Each side sees the other's named cursor.
-    expect(interviewer.locator(".remote-cursor-name", has_text="Lin Chen")).to_be_visible()
+    expect(interviewer.locator(".remote-cursor-name[data-name='Lin Chen']")).to_be_visible()
     assert "Ada Byron" in candidate.evaluate("window.overlapPad.peers()")
     candidate.keyboard.press("Control+Home")  # line 1, where the interviewer typed
-    expect(candidate.locator(".remote-cursor-name", has_text="Ada Byron")).to_be_visible()
+    expect(candidate.locator(".remote-cursor-name[data-name='Ada Byron']")).to_be_visible()
     interviewer.screenshot(path=str(artifacts / "pad-interviewer-1440.png"))
     candidate.screenshot(path=str(artifacts / "pad-candidate-1440.png"))
 
@@ -145,7 +145,7 @@ def test_following_the_candidate_never_pulls_a_scrolled_view_back(
     candidate.locator(".cm-content").click()
     candidate.keyboard.press("Control+End")
     candidate.keyboard.type("# at the end")
-    expect(interviewer.locator(".remote-cursor-name", has_text="Lin Chen")).to_be_visible()
+    expect(interviewer.locator(".remote-cursor-name[data-name='Lin Chen']")).to_be_visible()
     # The interviewer scrolls up by hand: following stops and the view stays put.
     scroller.hover()
     interviewer.mouse.wheel(0, -5000)

@@ -13,8 +13,11 @@ import { indentWithTab } from "@codemirror/commands";
 import { indentUnit } from "@codemirror/language";
 import { python } from "@codemirror/lang-python";
 import { collab, getSyncedVersion, receiveUpdates, sendableUpdates } from "@codemirror/collab";
+import { integritySignals } from "./parts/integrity.js";
+import { editorComforts } from "./parts/comforts.js";
 
 const PRESENCE_EVERY_MS = 60;
+const FOLLOW_PAUSE_MS = 4000; // following waits this long after the interviewer's own edit
 const COLORS = 6; // .peer-0 … .peer-5 in site.css (classes, not inline styles: CSP)
 
 // ---- only text the server can store ---------------------------------------------------
@@ -42,12 +45,17 @@ const setErrorLine = StateEffect.define();
 class CursorWidget extends WidgetType {
   constructor(name, color) { super(); this.name = name; this.color = color; }
   eq(other) { return other.name === this.name && other.color === this.color; }
+  // The name is drawn by CSS (::after { content: attr(data-name) }): no text node, so text
+  // committed through the browser's input path (IME, dictation) can never take it along
+  // into the document, and the widget is not editable.
   toDOM() {
     const wrap = document.createElement("span");
     wrap.className = `remote-cursor peer-${this.color}`;
+    wrap.contentEditable = "false";
+    wrap.setAttribute("aria-hidden", "true");
     const label = document.createElement("span");
     label.className = "remote-cursor-name";
-    label.textContent = this.name;
+    label.dataset.name = this.name;
     wrap.appendChild(label);
     return wrap;
   }
@@ -108,6 +116,9 @@ const errorLineField = StateField.define({
   provide: (field) => EditorView.decorations.from(field),
 });
 
+// Transactions made by the person at this keyboard (typing, deleting, moving the cursor).
+const OWN_EVENTS = ["input", "delete", "select", "move", "undo", "redo"];
+
 // ---- small helpers -----------------------------------------------------------------------
 function randomId() {
   const bytes = new Uint8Array(9);
@@ -146,8 +157,16 @@ function setup(host) {
   let presenceTimer = null;
   let readonly = host.dataset.readonly === "true";
   let follow = role === "interviewer";
+  let ownActivityAt = 0; // the last edit or cursor move made here, by this person
+  let markErrorLine = null; // set below when the page shows run results
   const editable = new Compartment();
   const waiters = [];
+  const comforts = editorComforts();
+  // The candidate's pastes and absences go to the interviewer (the page says so).
+  const signals = role === "candidate" ? integritySignals({
+    send: (message) => { if (!online || !socket || socket.readyState !== WebSocket.OPEN) return false; send(message); return true; },
+    taskElement: document.querySelector(".prompt-pane"),
+  }) : null;
 
   function show(text, kind) {
     if (!status) return;
@@ -237,9 +256,14 @@ function setup(host) {
       storableText,
       peersField,
       errorLineField,
+      comforts.extension,
+      signals ? signals.extension : [],
       editable.of([EditorState.readOnly.of(readonly), EditorView.editable.of(!readonly)]),
       EditorView.contentAttributes.of({ "aria-label": "Code editor (shared with your " + (role === "candidate" ? "interviewer" : "candidate") + ")" }),
       EditorView.updateListener.of((update) => {
+        if (update.transactions.some((tr) => OWN_EVENTS.some((kind) => tr.isUserEvent(kind)))) {
+          ownActivityAt = Date.now();
+        }
         if (update.docChanged) { remember(); push(); settle(); }
         if (update.selectionSet && !update.docChanged) presenceSoon(); // typing: sent with the push
       }),
@@ -247,6 +271,7 @@ function setup(host) {
     host.textContent = "";
     view = new EditorView({ state: EditorState.create({ doc: hello.doc, extensions }), parent: host });
     window.overlapEditor = view;
+    comforts.bind(view);
     // Changes typed before a reload (or while offline) that the server may not have yet.
     if (pending && pending.version === hello.version) {
       restoring = true;
@@ -256,6 +281,7 @@ function setup(host) {
       restoring = false;
     }
     setupFollow();
+    if (markErrorLine) markErrorLine(); // a result shown with the page (after a reload)
   }
 
   function setupFollow() {
@@ -276,7 +302,10 @@ function setup(host) {
       peer: message.peer, name: message.name, role: message.role,
       anchor: message.anchor, head: message.head, color: colorFor(message.name || "?"),
     }) });
-    if (follow && message.role === "candidate" && message.head != null) {
+    // Following never pulls the view away from where the interviewer is typing: it waits
+    // until they have been still for a few seconds.
+    const typing = Date.now() - ownActivityAt < FOLLOW_PAUSE_MS;
+    if (follow && !typing && message.role === "candidate" && message.head != null) {
       const head = Math.min(message.head, view.state.doc.length);
       view.dispatch({ effects: EditorView.scrollIntoView(head, { y: "nearest" }) });
     }
@@ -294,6 +323,7 @@ function setup(host) {
         if (message.head > getSyncedVersion(view.state)) send({ type: "pull", version: getSyncedVersion(view.state) });
         push();
         presenceSoon();
+        if (signals) signals.connected();
         // A run may have finished while this socket was down: let the page look again.
         document.body.dispatchEvent(new CustomEvent("overlap-run", { detail: {} }));
         break;
@@ -322,6 +352,10 @@ function setup(host) {
       case "hint": document.dispatchEvent(new CustomEvent("overlap:hint", { detail: message })); break;
       // A run's status changed: the run panels (hx-trigger "overlap-run from:body") fetch it now.
       case "run": document.body.dispatchEvent(new CustomEvent("overlap-run", { detail: message })); break;
+      // The time left changed, or (interviewers) a paste or an absence was recorded:
+      // the panels listening for these (hx-trigger "… from:body") fetch what they show.
+      case "clock": document.body.dispatchEvent(new CustomEvent("overlap-clock")); break;
+      case "integrity": document.body.dispatchEvent(new CustomEvent("overlap-integrity", { detail: message })); break;
       case "revoked": show("This link is no longer valid; ask your interviewer for the new one.", "error"); break;
     }
     settle();
@@ -431,6 +465,7 @@ function setup(host) {
       view.dispatch({ effects });
     };
     new MutationObserver(mark).observe(results, { childList: true, subtree: true });
+    markErrorLine = mark;
   }
 
   window.overlapPad = {
