@@ -106,7 +106,7 @@ def _grade(args) -> int:
     except ExerciseNotFound as exc:  # a grader.py without EXERCISE
         return usage_error(str(exc))
     except Exception as exc:  # a bug in the runner or the exercise, never the candidate's
-        host = sys.modules.get("runner.host")
+        host = sys.modules.get("runner.sim.host")
         why = host.grader_tampered() if host else None
         if why:  # ... unless a run sharing the grader's uid broke the grader's limits
             emit(make_result(exercise=Path(args.exercise).name, verdict="runtime_error",
@@ -243,7 +243,7 @@ def bench_exercise(exercise, repeat: int) -> dict:
     """CPU seconds to grade the reference solution: baselines + candidate + all seeds,
     the grader's process and the candidate's processes (forked by the fork server, which
     reaps them) together, and how they split."""
-    from runner import grading, host
+    from runner.sim import grading, host
 
     rows = []
     result = None
@@ -287,7 +287,7 @@ def _bench(args) -> int:
     start = time.process_time()
     import torch  # noqa: F401 - start-up, measured apart
 
-    from runner import grading  # noqa: F401
+    from runner.sim import grading  # noqa: F401
 
     startup = time.process_time() - start
     print(f"start-up (imports, torch): {startup:.2f} s CPU, not counted below")

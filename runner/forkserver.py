@@ -138,7 +138,7 @@ class Client:
     def fork(self, limits: dict) -> tuple[int, socket.socket]:
         """A fresh process for one run: its pid, and our end of its socket. The run gets
         this process's resource limits too (the server may have been started by another
-        process with other limits: a pooled sandbox's first process, see runner.host)."""
+        process with other limits: a pooled sandbox's first process, see runner.sim.host)."""
         ours, theirs = socket.socketpair()
         request = {"op": "fork", "limits": {**limits, "rlimits": own_rlimits()}}
         try:
@@ -149,7 +149,7 @@ class Client:
 
     def clone(self) -> Client:
         """A twin of this server, forked from it (warm, ~1 ms): for a second grader process
-        (runner.parallel), which cannot share this one's control socket. The twin is this
+        (runner.sim.parallel), which cannot share this one's control socket. The twin is this
         server's child: it ends when its control socket closes, and ``reap`` reaps it."""
         ours, theirs = socket.socketpair()
         try:

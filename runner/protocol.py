@@ -5,7 +5,7 @@ Standard library only: the candidate's process imports this module (and never to
 Frames are a 4-byte big-endian length and a UTF-8 JSON object. Nothing is pickled, in
 either direction. What the candidate's side sends is bounded here (frame size, nesting,
 string and list lengths) and then checked field by field by the grader
-(``runner.host``), which treats every byte of it as untrusted input.
+(``runner.sim.host``), which treats every byte of it as untrusted input.
 
 Values cross the boundary as JSON scalars, lists, ``{"$t": [...]}`` (a tuple) and
 ``{"$h": n}`` (a handle: a kit object that stays with the grader). The grader describes

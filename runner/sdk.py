@@ -15,7 +15,7 @@ import torch
 
 from runner.contract import Check
 from runner.exercise import Exercise, Scenario
-from runner.trace import Span
+from runner.sim.trace import Span
 
 __all__ = [
     "Check",

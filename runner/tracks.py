@@ -30,7 +30,7 @@ def grade(
             device=device,
             watchdog_seconds=watchdog_seconds or DEFAULT_WATCHDOG,
         )
-    from runner import grading
+    from runner.sim import grading
 
     return grading.grade(
         exercise.directory,

@@ -25,7 +25,7 @@ import torch
 from runner.exercise import Exercise, Scenario
 from runner.result import Check
 from runner.sim import Cluster, Link, MicroBatch, Stage
-from runner.trace import Span
+from runner.sim.trace import Span
 
 
 @dataclass(frozen=True)

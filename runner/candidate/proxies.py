@@ -1,6 +1,6 @@
 """Proxy classes: what the candidate's code holds instead of the kit's objects.
 
-The grader describes each kit class it exposes (``runner.host.surface``): attributes that
+The grader describes each kit class it exposes (``runner.sim.host.surface``): attributes that
 never change (``const``, sent with the handle), attributes read live (``live``, one round
 trip), and methods: ``free`` and ``block`` (a round trip, answered at once) and ``async``
 (a coroutine: the call is queued, the answer comes with the completion). Nothing else of

@@ -579,12 +579,12 @@ def _write_envelope(envelope: dict) -> None:
 
 def _prestart(preload: list[str]) -> int | None:
     """With the grading engine preloaded, start the candidates' fork server the next job
-    will use now, while nobody waits (runner.host.prestart_fork_server); the descriptor
+    will use now, while nobody waits (runner.sim.host.prestart_fork_server); the descriptor
     the job keeps. None (the job starts its own) if that cannot be done."""
-    if "runner.cli" not in preload or "runner.host" not in sys.modules:
+    if "runner.cli" not in preload or "runner.sim.host" not in sys.modules:
         return None
     try:
-        return sys.modules["runner.host"].prestart_fork_server()
+        return sys.modules["runner.sim.host"].prestart_fork_server()
     except Exception:
         return None
 

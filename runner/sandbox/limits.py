@@ -15,7 +15,7 @@ class Limits:
     wall_s: float = 20.0
     stall_s: float = 5.0  # real seconds in which no process of the job used any CPU
     memory_mib: int = 1024  # memory + swap of everything in the sandbox
-    # CPU quota, in cores: two let a grading make its runs on two CPUs (runner.parallel)
+    # CPU quota, in cores: two let a grading make its runs on two CPUs (runner.sim.parallel)
     cpus: float = 2.0
     processes: int = 64  # processes and threads together
     output_kib: int = 64  # what the run may write to stderr (and what is kept of it)

@@ -14,8 +14,8 @@ from collections import Counter
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from runner.clock import VirtualLoop, to_ticks
-from runner.trace import Span, Trace
+from runner.sim.clock import VirtualLoop, to_ticks
+from runner.sim.trace import Span, Trace
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ operation's cost (``JITTER``). Every run is checked.
 Every run — the baseline's too — runs the program in its own fresh process
 (``runner.candidate``, forked from a light fork server, no torch) that sees the cluster
 only through handles; the cluster, the clock, the trace and everything below live in
-this process (``runner.host``). See runner/README.md, "Trusted grading".
+this process (``runner.sim.host``). See runner/README.md, "Trusted grading".
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from typing import Any
 
 import torch
 
-from runner import host, parallel
-from runner.clock import VirtualLoop, to_seconds
 from runner.contract import TRACE_LIMIT, Check, make_result
 from runner.exercise import Exercise, Scenario, load
 from runner.harness import DEFAULT_WATCHDOG, Failure, InternalError, Program, syntax_result
+from runner.sim import host, parallel
+from runner.sim.clock import VirtualLoop, to_seconds
 from runner.sim.core import Sim
 
 torch.set_num_threads(1)  # tensors are tiny; extra threads only add noise on a 2-core box

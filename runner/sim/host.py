@@ -1,7 +1,7 @@
 """The trusted side of the boundary: the grader serves one run of the candidate's process.
 
 The grader's process holds the truth: the simulated cluster (its values), the virtual
-clock (``runner.clock.VirtualLoop``), the trace, and later the checks and the verdict.
+clock (``runner.sim.clock.VirtualLoop``), the trace, and later the checks and the verdict.
 The candidate's code runs in another process (``runner.candidate``), forked per run from
 a light fork server that never imports torch. It holds only *handles*; every message it
 sends is validated here (``_Validator``): the frame and its size, every field's type,
@@ -43,11 +43,11 @@ from typing import Any
 import torch
 
 from runner import forkserver, privileges
-from runner.clock import StuckError, VirtualLoop, VirtualTimeLimit, to_seconds
 from runner.protocol import MAX_ITEMS, MAX_STRING, Channel, ProtocolError, check_value
+from runner.sim.clock import StuckError, VirtualLoop, VirtualTimeLimit, to_seconds
 from runner.sim.core import Cluster, Sim, Surface
 
-RUNNER_PARENT = Path(__file__).resolve().parent.parent
+RUNNER_PARENT = Path(__file__).resolve().parents[2]  # the folder holding runner/
 # Real seconds the grader waits for a message while the candidate's processes use no CPU
 # at all (blocked for real); while they work it waits on (their CPU limit bounds that).
 WAIT_S = 3.0
@@ -123,7 +123,7 @@ def fork_server() -> ForkServer:
 
 def use_fork_server(server: forkserver.Client) -> None:
     """Serve this process's runs from ``server`` (a helper grader's twin server,
-    runner.parallel)."""
+    runner.sim.parallel)."""
     global _fork_server
     _fork_server = server
 

@@ -32,9 +32,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from runner import forkserver, host
+from runner import forkserver
 from runner.contract import Check
 from runner.harness import Failure, InternalError
+from runner.sim import host
 
 MAX_PROCESSES = 2
 MIN_RUNS = 4  # fewer runs than this are not worth a second process

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from runner.clock import to_seconds
+from runner.sim.clock import to_seconds
 
 
 @dataclass(slots=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
-from runner import grading  # noqa: E402
+from runner.sim import grading  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 EXERCISES = REPO / "exercises"

@@ -2,7 +2,7 @@
 
 import time
 
-from runner import grading
+from runner.sim import grading
 from tests.runner.helpers import EXERCISES, check, solution_source
 
 PS = "async-parameter-server"

@@ -5,7 +5,7 @@ queue's handle and replays each take, in order, at the time it was made. The gra
 queue stays the truth: what it says (``remaining``), what the checks count.
 """
 
-from runner import grading
+from runner.sim import grading
 from tests.runner.helpers import solution_source
 
 PS = "async-parameter-server"

@@ -2,7 +2,7 @@
 
 import json
 
-from runner import grading
+from runner.sim import grading
 from tests.runner.helpers import EXERCISES, run_cli
 
 

@@ -11,7 +11,8 @@ import resource
 
 import pytest
 
-from runner import forkserver, grading
+from runner import forkserver
+from runner.sim import grading
 
 PS = "async-parameter-server"
 

@@ -7,7 +7,7 @@ the run at once with a runtime error that names it."""
 
 import pytest
 
-from runner import grading
+from runner.sim import grading
 
 PS = "async-parameter-server"
 

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from runner import grading
+from runner.sim import grading
 
 GA = "async-gradient-accumulation"
 

@@ -11,7 +11,7 @@ RUNNER = REPO / "runner"
 
 def test_runner_modules_never_import_django():
     modules = [
-        "runner", "runner.cli", "runner.grading", "runner.sim", "runner.host",
+        "runner", "runner.cli", "runner.sim.grading", "runner.sim", "runner.sim.host",
         "runner.candidate.program",
     ]
     code = (

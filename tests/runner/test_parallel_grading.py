@@ -1,6 +1,6 @@
 """A grading spread over two CPUs gives the document a serial grading gives, sooner.
 
-The helper grader (runner.parallel) makes every other run of the plan on the other CPU.
+The helper grader (runner.sim.parallel) makes every other run of the plan on the other CPU.
 Whatever it finds — a failure on a seed only it ran, checks that fail on its runs — must
 come out exactly as when one process makes every run; and a helper that dies costs time,
 not the verdict."""
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from runner import grading, host, parallel
 from runner.contract import Check
 from runner.harness import Failure
+from runner.sim import grading, host, parallel
 
 EXERCISES = Path(__file__).resolve().parents[2] / "exercises"
 PS = EXERCISES / "async-parameter-server"

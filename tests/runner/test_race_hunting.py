@@ -1,6 +1,6 @@
 """Races are hunted with seeded shuffles, and a failure names its seed for replay."""
 
-from runner import grading
+from runner.sim import grading
 from tests.runner.helpers import TINY, check
 
 # Correct only if the two computations that finish at the same instant complete in

@@ -10,7 +10,7 @@ reaching in."""
 
 import pytest
 
-from runner import grading
+from runner.sim import grading
 
 PS = "async-parameter-server"
 

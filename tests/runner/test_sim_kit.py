@@ -5,8 +5,8 @@ import asyncio
 import pytest
 import torch
 
-from runner.clock import VirtualLoop
 from runner.sim import Batch, GradientBuffer, Link, Model, ParameterServer, Stage, Worker
+from runner.sim.clock import VirtualLoop
 from runner.sim.core import Sim
 
 

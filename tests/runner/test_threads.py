@@ -5,7 +5,7 @@ to_thread_compute.py (accepted) show the verdicts; these show the rest."""
 
 import json
 
-from runner import grading
+from runner.sim import grading
 from tests.runner.helpers import EXERCISES, run_cli
 
 PS = "async-parameter-server"

@@ -3,8 +3,8 @@
 import gc
 import warnings
 
-from runner import grading
 from runner.exercise import load
+from runner.sim import grading
 
 
 def test_operations_cancelled_before_they_start_leave_no_unawaited_coroutine():

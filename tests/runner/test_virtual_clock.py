@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from runner.clock import Deadlock, Livelock, VirtualLoop, VirtualTimeLimit
+from runner.sim.clock import Deadlock, Livelock, VirtualLoop, VirtualTimeLimit
 
 
 def run(coro_fn, **loop_options):

@@ -248,3 +248,57 @@ def test_every_cheat_in_the_galleries_gets_its_declared_verdict_in_the_sandbox(b
         assert result["verdict"] == "needs_gpu", dump(result)
     else:
         assert result["verdict"] == example.verdict, dump(result)
+
+
+SIMULATED = sorted(
+    path.parent
+    for path in (Path(__file__).resolve().parents[2] / "exercises").glob("*/grader.py")
+    if "track: gpu" not in (path.parent / "exercise.yaml").read_text()
+)
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("exercise", SIMULATED, ids=lambda p: p.name)
+def test_on_a_busy_machine_every_reference_is_accepted_cold_and_through_the_pool(exercise):
+    """Four processes keep both CPUs busy outside the sandbox (several interviews and an
+    author's validation at once). The limits count the job's own CPU and stop only a job
+    that makes no progress: the reference, with the product's limits and seeds, is
+    accepted every time, through cold sandboxes (a container start and a torch import
+    inside the run's time) and through the warm pool."""
+    require("docker")
+    import os
+
+    from runner.sandbox.limits import Limits
+    from runner.sandbox.pool import start_pool, stop_pool
+
+    code = (exercise / "solution.py").read_text()
+    repeats = int(os.environ.get("OVERLAP_BUSY_REPEATS", "5"))
+    burners = []
+    for _ in range(4):
+        pid = os.fork()
+        if pid == 0:
+            while True:
+                pass
+        burners.append(pid)
+    verdicts = []
+    try:
+        for _ in range(repeats):  # cold: no pool is running
+            result = grade(exercise, code, seeds=20, backend="docker")
+            verdicts.append((False, result["verdict"], result["message"][:200]))
+        pool = start_pool("docker", size=1, limits=Limits())
+        try:
+            assert pool.wait_full(240), "the pool never became ready"
+            for _ in range(repeats):
+                result = grade(exercise, code, seeds=20, backend="docker")
+                verdicts.append((result["sandbox"]["pooled"], result["verdict"],
+                                 result["message"][:200]))
+                pool.wait_full(240)
+        finally:
+            stop_pool()
+    finally:
+        for pid in burners:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+    assert [v[1] for v in verdicts] == ["accepted"] * (2 * repeats), verdicts
+    assert [v[0] for v in verdicts].count(True) >= repeats - 1, verdicts
+    assert_nothing_left("docker")

@@ -14,7 +14,7 @@ class Trainer:
         self.model = cluster.model
 
     def patch(self):
-        for name in ("runner.grading", "runner.result", "runner.contract"):
+        for name in ("runner.sim.grading", "runner.result", "runner.contract"):
             try:
                 module = __import__(name, fromlist=["*"])
             except Exception:

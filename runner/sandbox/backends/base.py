@@ -87,7 +87,7 @@ def preload_modules() -> str:
     """What a pooled sandbox imports while it waits: torch and the grading engine (both
     tracks; importing the simulated one alone costs ~70 ms, the click's to pay otherwise)."""
     return os.environ.get(
-        "OVERLAP_SANDBOX_PRELOAD", "torch,runner.cli,runner.grading,runner.gpu.grading"
+        "OVERLAP_SANDBOX_PRELOAD", "torch,runner.cli,runner.sim.grading,runner.gpu.grading"
     )
 
 
