@@ -927,7 +927,9 @@ def _working(pid: int):
     """Whether the run's processes (its session) used CPU since last asked: a slow
     machine is not a blocked program."""
     tick = os.sysconf("SC_CLK_TCK")
-    last = [_session_cpu(pid, tick)]
+    # Just forked, the run's session is its one process: one /proc read, not a scan of
+    # every process on the machine (that is only for a run that went quiet).
+    last = [_process_cpu(pid, tick)]
 
     def still_working() -> bool:
         used = _session_cpu(pid, tick)
@@ -936,6 +938,15 @@ def _working(pid: int):
         return progressed
 
     return still_working
+
+
+def _process_cpu(pid: int, tick: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / tick
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def _session_cpu(sid: int, tick: int) -> float:
