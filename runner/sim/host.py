@@ -50,7 +50,7 @@ from runner.sim.core import Cluster, Sim, Surface
 RUNNER_PARENT = Path(__file__).resolve().parents[2]  # the folder holding runner/
 # Real seconds the grader waits for a message while the candidate's processes use no CPU
 # at all (blocked for real); while they work it waits on (their CPU limit bounds that).
-WAIT_S = 3.0
+WAIT_S = 2.0  # real seconds of silence with no CPU used: a blocked run (see _working)
 EXIT_GRACE_S = 1.0  # real seconds a process whose channel closed has to end by itself
 CPU_S = 5  # CPU seconds one run of the candidate's process may use
 # What one run may cost the grader, whatever the program does (the references and every

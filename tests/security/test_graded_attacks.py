@@ -302,3 +302,35 @@ def test_on_a_busy_machine_every_reference_is_accepted_cold_and_through_the_pool
     assert [v[1] for v in verdicts] == ["accepted"] * (2 * repeats), verdicts
     assert [v[0] for v in verdicts].count(True) >= repeats - 1, verdicts
     assert_nothing_left("docker")
+
+
+@pytest.mark.docker
+def test_a_run_that_makes_no_progress_holds_a_worker_less_than_3_s():
+    """A program blocked in the kernel (no CPU, no message) is stopped ~2 s after it went
+    quiet, sandbox included: a session whose runs make no progress delays another
+    session's verdict by less than 3 s (a worker slot is what they compete for)."""
+    require("docker")
+    import time
+
+    from runner.sandbox.limits import Limits
+    from runner.sandbox.pool import start_pool, stop_pool
+
+    blocked = (
+        "import os\n\n\nclass Trainer:\n    def __init__(self, cluster):\n"
+        "        self.cluster = cluster\n\n    async def train(self):\n"
+        "        readable, _ = os.pipe()\n        os.read(readable, 1)\n"
+    )
+    pool = start_pool("docker", size=1, limits=Limits())
+    try:
+        assert pool.wait_full(240), "the pool never became ready"
+        held = []
+        for _ in range(2):
+            started = time.monotonic()
+            result = grade(EXERCISE, blocked, seeds=20, backend="docker")
+            held.append(time.monotonic() - started)
+            assert result["verdict"] == "timeout", dump(result)
+            assert result["sandbox"]["pooled"], dump(result)
+            assert pool.wait_full(240)
+    finally:
+        stop_pool()
+    assert max(held) < 3.0, held
