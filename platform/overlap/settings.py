@@ -169,11 +169,26 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_boo
     # garbage-collected. Celery's processes and manage.py keep one persistent
     # connection each, as above.
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+    from psycopg_pool import ConnectionPool
+
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 1,
         "max_size": env_int("OVERLAP_DB_POOL_SIZE", 8),
-        "timeout": 10,
+        # While the database is down a request waits this long for a connection, then
+        # the page says "temporarily unavailable" (a 503) instead of hanging.
+        "timeout": float(os.environ.get("OVERLAP_DB_POOL_TIMEOUT", "1.5")),
+        # A connection the database dropped (restarted, unreachable) is never handed out.
+        "check": ConnectionPool.check_connection,
+        # The pool's own reconnection backs off exponentially (1, 2, 4 … s): after a 30 s
+        # outage it could wait many seconds more after the database is back. Given up
+        # after 2 s, the next request that needs a connection tries again at once.
+        "reconnect_timeout": 2.0,
     }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # A server that does not answer (a network cut, not a refusal) fails in seconds, not
+    # after the operating system's TCP time-out (minutes).
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env_int("OVERLAP_DB_CONNECT_TIMEOUT", 2))
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Many writers on one machine (web threads, worker processes): WAL lets readers go on
     # while one writes, a writer waits for the lock instead of failing at once, and every
@@ -362,8 +377,8 @@ def _websocket_sources(hosts: list[str]) -> list[str]:
     browsers already match same-origin WebSockets with 'self'; older ones need these."""
     sources = []
     for host in hosts:
-        if host == "*" or not host:
-            continue
+        if host == "*" or not host or host.startswith("[") or ":" in host:
+            continue  # CSP host sources cannot name an IPv6 literal: 'self' covers it
         host = "*" + host if host.startswith(".") else host
         sources += [f"wss://{host}:*"] + ([] if BEHIND_TLS else [f"ws://{host}:*"])
     return sources

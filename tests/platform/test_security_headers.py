@@ -45,6 +45,12 @@ def test_allowed_hosts_get_explicit_websocket_sources():
     assert connect == ["'self'", "wss://overlap.example.org:*"]  # TLS: no plain ws://
     plain = connect_src(**{**PRODUCTION, "BEHIND_TLS": "0", "ALLOWED_HOSTS": ".example.org"})
     assert plain == ["'self'", "wss://*.example.org:*", "ws://*.example.org:*"]
+    # `make run`'s hosts include IPv6 loopback, which a CSP host source cannot name (the
+    # browser logs an error on every page): 'self' covers it.
+    local = connect_src(**{**PRODUCTION, "BEHIND_TLS": "0",
+                           "ALLOWED_HOSTS": "127.0.0.1,localhost,[::1],::1"})
+    assert local == ["'self'", "wss://127.0.0.1:*", "ws://127.0.0.1:*",
+                     "wss://localhost:*", "ws://localhost:*"]
 
 
 def test_the_candidate_workspace_has_the_policy_too(client, live_session):
