@@ -98,6 +98,7 @@ bench: install
 	$(RUN_ENV) $(PY) manage.py collectstatic --noinput --verbosity 0
 	$(RUN_ENV) $(PY) manage.py bench_live
 	$(RUN_ENV) $(PY) manage.py bench_pad
+	$(RUN_ENV) $(PY) manage.py bench_capacity
 
 clean:
 	rm -rf $(VENV) $(RUNNER_VENV) node_modules var static-collected

@@ -1,28 +1,18 @@
 import os
-import socket
 import sys
 import time
 
 from django.conf import settings
-from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
 from catalog.models import Exercise
-from interviews import services
 from ops import bench_live
+from ops.bench_setup import STAFF, free_port, live_session, staff_user
 from ops.stack import Stack, wait_for_port
 from runner import units
 from runs.models import Run
-
-STAFF = ("bench-interviewer", "bench-password-not-secret")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Command(BaseCommand):
@@ -43,10 +33,7 @@ class Command(BaseCommand):
                **options):
         measured = units.measure()  # machine-speed units, in the same run
         call_command("sync_content", verbosity=0)
-        user, _ = User.objects.get_or_create(username=STAFF[0])
-        user.set_password(STAFF[1])
-        user.save()
-        user.groups.add(Group.objects.get(name="interviewers"))
+        user = staff_user()
         target = Exercise.objects.get(slug=exercise)
         code = target.current_version.files["solution.py"]
 
@@ -74,7 +61,7 @@ class Command(BaseCommand):
                 self.stderr.write(f"{label}: {error}")
 
     def _measure(self, user, target, code, concurrency, runs, workers, keystrokes, push):
-        port, redis_port = _free_port(), _free_port()
+        port, redis_port = free_port(), free_port()
         stack = Stack(settings.ROOT, settings.VAR_DIR, port, redis_port,
                       log=lambda line: self.stderr.write(f"[bench] {line}"), workers=workers)
         samples = {}
@@ -83,7 +70,7 @@ class Command(BaseCommand):
             wait_for_port(port, timeout=30)
             base = f"http://127.0.0.1:{port}"
             for n in concurrency:
-                sessions = [self._live_session(user, target) for _ in range(n)]
+                sessions = [live_session(user, target) for _ in range(n)]
                 tokens = [s.token for s in sessions]
                 # Warm-up: one run per session, not measured (first sandboxes, first imports).
                 bench_live.clicks_concurrently(base, tokens, code, 1, push)
@@ -96,16 +83,10 @@ class Command(BaseCommand):
                 samples[label] = got
             if keystrokes:
                 live = bench_live.Samples()
-                session = self._live_session(user, target)
+                session = live_session(user, target)
                 bench_live.keystroke_to_view(base, session.token, session.pk, STAFF,
                                              keystrokes, live)
                 samples["keystroke-to-interviewer-view (console polls every 1 s)"] = live
         finally:
             stack.stop()
         return samples
-
-    def _live_session(self, user, exercise):
-        session = services.session_create(interviewer=user, exercise=exercise,
-                                          candidate_name="Bench", candidate_email="b@example.org")
-        services.session_start(session=session)
-        return session
