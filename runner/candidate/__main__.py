@@ -58,6 +58,7 @@ def _child(sock: socket.socket, limits: dict) -> None:
 
 
 ADDR_NO_RANDOMIZE = 0x0040000
+REEXECUTED = "OVERLAP_FORK_SERVER_REEXECUTED"
 
 
 def _fixed_addresses() -> None:
@@ -66,11 +67,14 @@ def _fixed_addresses() -> None:
     Builtin objects a program cannot re-hash (coroutines, functions, ``object()``) hash
     by address: a set of them iterates in an order that changed from process to process
     with the randomised layout, and with it the schedule and the speedup."""
+    if os.environ.pop(REEXECUTED, None):
+        return  # once only: a kernel may clear the flag across exec (a privileged exec)
     persona = forkserver._libc.personality(0xFFFFFFFF)
     if persona < 0 or persona & ADDR_NO_RANDOMIZE:
         return
     if forkserver._libc.personality(persona | ADDR_NO_RANDOMIZE) < 0:
         return  # refused (a container's seccomp profile): addresses stay randomised
+    os.environ[REEXECUTED] = "1"
     os.execv(sys.executable, sys.orig_argv)
 
 

@@ -169,21 +169,12 @@ def _child_pid(info_fd: int, sandbox: BwrapSandbox, timeout_s: float = 10.0) -> 
 
 
 def _bwrap_argv(binary: str, python: str, run_dir: Path, sized_tmp: bool, gpu) -> list[str]:
-    argv = [
-        binary,
-        "--unshare-all",
-        "--unshare-user",
-        "--uid",
-        str(SANDBOX_UID),
-        "--gid",
-        str(SANDBOX_UID),
-        "--hostname",
+    argv = [binary, *_identity(), "--hostname",
         "sandbox",
         "--die-with-parent",
         "--new-session",
         "--as-pid-1",
-        "--cap-drop",
-        "ALL",
+        *_capabilities(),
         "--proc",
         "/proc",
         "--dev",
@@ -209,13 +200,59 @@ def _bwrap_argv(binary: str, python: str, run_dir: Path, sized_tmp: bool, gpu) -
         argv += ["--tmpfs", "/tmp"]
     # After /tmp is mounted: an interpreter or a checkout living under /tmp (a CI clone,
     # say) would otherwise be hidden by the sandbox's own /tmp.
-    for prefix in interpreter_layout(python)["prefixes"]:
-        if not any(prefix == d or prefix.startswith(d + "/") for d in SYSTEM_DIRS):
-            argv += ["--ro-bind", prefix, prefix]
-    argv += ["--ro-bind", str(RUNNER_PARENT / "runner"), f"{INSIDE_RUNNER_PARENT}/runner"]
+    binds = [
+        (prefix, prefix) for prefix in interpreter_layout(python)["prefixes"]
+        if not any(prefix == d or prefix.startswith(d + "/") for d in SYSTEM_DIRS)
+    ] + [(str(RUNNER_PARENT / "runner"), f"{INSIDE_RUNNER_PARENT}/runner")]
+    if os.geteuid() == 0:
+        argv += _open_parents([target for _source, target in binds])
+    for source, target in binds:
+        argv += ["--ro-bind", source, target]
     argv += _gpu_binds(gpu)
     # The root bwrap builds is a tmpfs: read-only, so /tmp is the only writable place.
     argv += ["--remount-ro", "/", "--chdir", "/tmp", "--"]
+    return argv
+
+
+# Started by root, the sandbox's trusted side (its first process, the grader) keeps uid 0
+# with exactly the capabilities it needs to start the candidate's processes under a uid
+# of their own and to kill them (runner.privileges), in new pid, network, ipc, uts and
+# mount namespaces but not a user namespace (one maps a single uid: there would be no
+# second). Started by anyone else, the whole sandbox is one unprivileged uid in a user
+# namespace, and the grader's own checks stand in (runner/README.md, "Users").
+TRUSTED_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")
+
+
+def _open_parents(targets: list[str]) -> list[str]:
+    """Folders above the binds, made 0755 (bwrap makes them 0700): the candidate's own uid
+    must reach the interpreter, the standard library and the runner (a pyenv under
+    /root, say, whose folders on the host only root may enter)."""
+    argv: list[str] = []
+    made: set[str] = set()
+    for target in targets:
+        parts = target.strip("/").split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            folder = "/" + "/".join(parts[:depth])
+            if folder in made or folder in SYSTEM_DIRS or folder == "/tmp":
+                continue
+            made.add(folder)
+            argv += ["--perms", "0755", "--dir", folder]
+    return argv
+
+
+def _identity() -> list[str]:
+    if os.geteuid() == 0:
+        return ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+                "--unshare-cgroup-try", "--uid", "0", "--gid", "0"]
+    return ["--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID),
+            "--gid", str(SANDBOX_UID)]
+
+
+def _capabilities() -> list[str]:
+    argv = ["--cap-drop", "ALL"]
+    if os.geteuid() == 0:
+        for cap in TRUSTED_CAPS:
+            argv += ["--cap-add", cap]
     return argv
 
 
