@@ -21,29 +21,24 @@ def _timed(check) -> dict:
     return {"ok": ok, "ms": round((time.monotonic() - started) * 1000, 1), **details}
 
 
-class _RolledBack(Exception):
-    """Ends the write probe's transaction: nothing it wrote is ever kept."""
-
-
 def database_write_problem() -> str | None:
-    """Why the database refuses a write (None: it takes one). Writes the one probe row in
-    a transaction that is always rolled back: a read-only database (a PostgreSQL standby,
-    `default_transaction_read_only`; a SQLite file opened read-only) answers reads, and
-    only a write shows it is down for every page that saves something."""
+    """Why the database refuses a write (None: it takes one). Writes the one probe row and
+    deletes it again in one transaction, and commits: a read-only database (a PostgreSQL
+    standby, `default_transaction_read_only`; a SQLite file opened read-only) answers
+    reads, and a full disk takes a write and fails only when it is committed (SQLite keeps
+    an uncommitted change in memory), so only a commit shows that every page that saves
+    something is down. The table stays empty."""
     try:
         with transaction.atomic():
-            now = timezone.now()
-            if not HealthProbe.objects.filter(pk=1).update(checked_at=now):
-                HealthProbe.objects.create(pk=1, checked_at=now)
-            raise _RolledBack
-    except _RolledBack:
-        return None
+            HealthProbe.objects.create(pk=1, checked_at=timezone.now())
+            HealthProbe.objects.filter(pk=1).delete()
     except DatabaseError as exc:
         # Django wraps the driver's error; the driver's class names the problem
         # (ReadOnlySqlTransaction, DiskFull, OperationalError: readonly database...).
         cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
         message = (str(cause).strip().splitlines() or [""])[0]
         return f"database cannot write: {type(cause).__name__}: {message}"[:300]
+    return None
 
 
 def _database() -> dict:

@@ -2,9 +2,9 @@ from django.db import models
 
 
 class HealthProbe(models.Model):
-    """The row /healthz writes to prove the database takes writes. Its transaction is
-    always rolled back, so the table stays empty; a fixed primary key (no sequence) means
-    a probe uses up nothing either."""
+    """The row /healthz writes to prove the database takes writes. The same transaction
+    deletes it, so the table stays empty; a fixed primary key (no sequence) means a probe
+    uses up nothing either."""
 
     id = models.PositiveSmallIntegerField(primary_key=True)
     checked_at = models.DateTimeField()

@@ -40,6 +40,7 @@ from interviews.push import group_name
 CLOSE_NOT_ALLOWED = 4403
 CLOSE_GONE = 4410
 CLOSE_TOO_MANY = 4429
+CLOSE_UNAVAILABLE = 4503  # the database failed: nothing was stored, reconnect and resend
 PULL_UPDATES_PER_TOKEN = 100
 # Open sockets per client key (candidate link or interviewer + session), in this process.
 _OPEN: dict[tuple, set[str]] = {}
@@ -74,10 +75,18 @@ def _keystroke_db(fn):
     """
     def run(*args, **kwargs):
         try:
-            return fn(*args, **kwargs)
-        except (InterfaceError, OperationalError):
-            connection.close()
-            return fn(*args, **kwargs)
+            try:
+                return fn(*args, **kwargs)
+            except (InterfaceError, OperationalError):
+                connection.close()
+                return fn(*args, **kwargs)
+        finally:
+            if getattr(connection, "pool", None) is not None:
+                # Pooled (PostgreSQL under the ASGI server): the connection goes back after
+                # each keystroke. Kept by this thread it would be one of the pool's few,
+                # held for good by a thread that may never run again, and a connection
+                # broken by an outage would wait here for its next keystroke.
+                connection.close()
 
     return sync_to_async(run, thread_sensitive=False)
 
@@ -85,6 +94,41 @@ def _keystroke_db(fn):
 class PadConsumer(AsyncWebsocketConsumer):
     role = ""
     allowed = CANDIDATE_EVENTS
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # However the socket ended (a crash included), it no longer counts against
+            # its client's few sockets: a leaked one would lock the client out for good.
+            self._forget()
+
+    async def websocket_connect(self, message):
+        try:
+            await super().websocket_connect(message)
+        except (InterfaceError, OperationalError):
+            await self._database_failed()
+
+    async def websocket_receive(self, message):
+        try:
+            await super().websocket_receive(message)
+        except (InterfaceError, OperationalError):
+            await self._database_failed()
+
+    async def _database_failed(self) -> None:
+        """The database is down or refuses writes (a full disk): nothing of this message
+        was stored. The socket is closed, so the page reconnects (within a second) and
+        sends again what it still holds; this process's connection is replaced then
+        (Channels closes an unusable one before its next query)."""
+        self._forget()
+        await self.close(code=CLOSE_UNAVAILABLE)
+
+    def _forget(self) -> None:
+        key = getattr(self, "client_key", None)
+        if key is not None and key in _OPEN:
+            _OPEN[key].discard(self.channel_name)
+            if not _OPEN[key]:
+                del _OPEN[key]
 
     async def connect(self):
         session = await self._load_session()
@@ -118,11 +162,7 @@ class PadConsumer(AsyncWebsocketConsumer):
 
     async def disconnect(self, code):
         self.closed = True
-        key = getattr(self, "client_key", None)
-        if key is not None and key in _OPEN:
-            _OPEN[key].discard(self.channel_name)
-            if not _OPEN[key]:
-                del _OPEN[key]
+        self._forget()
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
             await self.channel_layer.group_send(self.group, {

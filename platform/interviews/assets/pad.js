@@ -361,6 +361,7 @@ function setup(host) {
     settle();
   }
 
+  const RECONNECT_MAX_MS = 1000;
   let reconnectTimer = null;
   function connect() {
     reconnectTimer = null;
@@ -379,7 +380,9 @@ function setup(host) {
       settle();
       if (event.code === 4403 || event.code === 4410) { show("This link is no longer valid.", "error"); return; }
       if (!reconnectTimer) reconnectTimer = setTimeout(connect, retryMs);
-      retryMs = Math.min(retryMs * 2, 5000);
+      // At most a second between tries: when the server or its database comes back, both
+      // sides are typing again within a second or so (a try is one cheap handshake).
+      retryMs = Math.min(retryMs * 2, RECONNECT_MAX_MS);
     });
   }
   // The browser knows first: offline means no pretending (changes queue, Run refuses).
