@@ -12,8 +12,8 @@ reach by construction, and whatever the candidate does to processes of its own u
 touches only itself.
 
 Where the trusted side cannot switch (an unprivileged ``python -m runner grade``, the
-bwrap sandbox's single-uid namespace) the candidate keeps its uid and the other walls
-stand alone: non-dumpable trusted processes, Landlock's signal scope, and
+bwrap sandbox started by an unprivileged user) the candidate keeps its uid and the other
+walls stand alone: non-dumpable trusted processes, Landlock's signal scope, and
 ``attributes``/``tampered`` below (a run that changed the grader's limits, priority or
 scheduling gets a verdict of its own).
 

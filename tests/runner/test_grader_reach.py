@@ -4,7 +4,7 @@ policy) gets a verdict of its own, never internal_error and never a pass.
 Where the grader can switch users (root on a host with a readable interpreter, the
 docker sandbox's trusted side) the program runs under a uid of its own and the kernel
 refuses the call; where it shares the grader's uid (a pyenv interpreter under /root, an
-unprivileged grader, bwrap) the grader notices what changed, names it, and puts back what
+unprivileged grader, bwrap as a user) the grader notices what changed, names it, and puts back what
 it may. tests/sandbox covers the first case inside docker."""
 
 import json
