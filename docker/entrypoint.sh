@@ -22,7 +22,7 @@ case "$role" in
     worker)
         exec python -m celery -A overlap worker --loglevel "${LOG_LEVEL:-INFO}" \
             --queues "${OVERLAP_QUEUES:-default,authoring,recovery}" \
-            --concurrency "${OVERLAP_WORKER_CONCURRENCY:-2}" "$@" ;;
+            --concurrency "${OVERLAP_WORKER_CONCURRENCY:-$(nproc)}" "$@" ;;
     beat)
         exec python -m celery -A overlap beat --loglevel "${LOG_LEVEL:-INFO}" \
             --schedule "${OVERLAP_VAR_DIR:-/app/var}/celerybeat-schedule" "$@" ;;

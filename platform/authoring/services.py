@@ -392,7 +392,9 @@ def validation_step(*, validation_id: int) -> None:
     if validation.parts.filter(status=ValidationPart.PENDING).exists():
         Validation.objects.filter(pk=validation.pk).update(updated_at=timezone.now())
         transaction.on_commit(lambda: _send_next(validation))
-    else:
+    elif not validation.parts.filter(status=ValidationPart.RUNNING).exists():
+        # Finished only when no file is still grading (a retried step may be): the step
+        # that ends the last one finishes it, never one while a file is graded.
         _validation_finish(validation.pk)
 
 

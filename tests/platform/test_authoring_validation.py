@@ -143,6 +143,27 @@ def test_a_redelivered_step_never_grades_a_file_twice(author, valid_draft, fake_
     assert validation.parts.get(position=0).status == ValidationPart.RUNNING
 
 
+def test_a_validation_is_never_finished_while_a_file_is_still_grading(author, valid_draft,
+                                                                      fake_sandbox):
+    """A retried step still grades the first file when another step grades the last one:
+    the validation says Running (not Passed or Failed) until that file is done too."""
+    validation = services.validation_request(draft=valid_draft, user=author)
+    Validation.objects.filter(pk=validation.pk).update(status=Validation.RUNNING)
+    last = validation.parts.order_by("-position").first().position
+    ValidationPart.objects.filter(validation=validation, position=0).update(
+        status=ValidationPart.RUNNING, started_at=timezone.now(), attempts=1)
+    ValidationPart.objects.filter(validation=validation, position__gt=0,
+                                  position__lt=last).update(status=ValidationPart.DONE, ok=True)
+    services.validation_step(validation_id=validation.pk)  # grades the last file
+    validation.refresh_from_db()
+    assert validation.status == Validation.RUNNING and validation.passed is None
+    ValidationPart.objects.filter(validation=validation, position=0).update(
+        status=ValidationPart.PENDING)
+    services.validation_step(validation_id=validation.pk)  # the first file, at last
+    validation.refresh_from_db()
+    assert validation.status == Validation.DONE and validation.passed is True
+
+
 def test_no_sandbox_is_an_internal_error_not_a_verdict(author, valid_draft, monkeypatch):
     from authoring import validation as checks
 
