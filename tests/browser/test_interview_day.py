@@ -345,3 +345,27 @@ def test_small_things_the_logo_and_a_deadlock_message(
     message = candidate.locator("#run-result .run-message")
     expect(message.locator("code")).to_have_text(["worker-0", "queue.get()"])
     expect(message).not_to_contain_text("`")
+
+
+def test_a_run_the_server_cannot_answer_says_the_work_is_kept(
+        browser, asgi_server, content, interviewer_login):
+    """The web server restarting behind the proxy (502) or not answering at all (an
+    upgrade, a cut connection): the page says so and that the work is kept, instead of
+    staying silent, and recovers on the next answered request. (A 503 while the database
+    is away carries its own page, swapped into the results: tests/faults.)"""
+    session = _live_session(interviewer_login)
+    candidate = _candidate(browser, asgi_server, session)
+    banner = candidate.locator("#server-unavailable")
+    candidate.route("**/run/", lambda route: route.fulfill(
+        status=502, content_type="text/html", body="<h1>Bad gateway</h1>"))
+    candidate.click("#run-button")
+    expect(banner).to_contain_text("temporarily unavailable", timeout=5_000)
+    expect(banner).to_contain_text("Your work is kept")
+    candidate.unroute("**/run/")
+    candidate.route("**/run/", lambda route: route.abort("connectionrefused"))
+    candidate.click("#run-button")
+    expect(banner).to_be_visible()
+    candidate.unroute("**/run/")
+    candidate.click("#run-button")
+    expect(banner).to_have_count(0, timeout=5_000)
+    expect(candidate.locator("#run-result .run-active")).to_be_visible()
