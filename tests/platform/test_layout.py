@@ -32,3 +32,10 @@ def test_manage_py_boots_django_from_a_fresh_interpreter():
     )
     assert result.returncode == 0, result.stderr
     assert "no issues" in result.stdout
+
+
+def test_test_modules_have_unique_names():
+    # The test folders are not packages (rootdir-relative imports): two test files with
+    # one name in different folders stop the whole run at collection.
+    names = [path.name for path in (ROOT / "tests").rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
