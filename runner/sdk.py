@@ -8,6 +8,7 @@ anything the candidate's process said.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from dataclasses import field
 
@@ -21,6 +22,9 @@ __all__ = [
     "Check",
     "Exercise",
     "Scenario",
+    "block_on",
+    "busy_on",
+    "most_at_once",
     "one_at_a_time",
     "same_values",
     "secret",
@@ -52,6 +56,55 @@ def one_at_a_time(run, lanes: Iterable[str], op: str, name: str, *, what: str) -
                 + what,
             )
     return Check.ok(name, f"Every {op} ran alone on its lane.")
+
+
+def most_at_once(intervals: Iterable[tuple[int, int]]) -> tuple[int, int]:
+    """(the most ``(start, end)`` tick intervals open at once, the tick it began).
+
+    For limits on things that are not one span each: a checkpoint in flight from its copy
+    to the end of its write, a batch held from its load until the model took it. An
+    interval that ends as another starts does not overlap it."""
+    edges = []
+    for start, end in intervals:
+        if end > start:
+            edges += [(start, 1), (end, -1)]
+    edges.sort()  # at the same tick, ends (-1) come before starts
+    peak, at, running = 0, 0, 0
+    for tick, delta in edges:
+        running += delta
+        if running > peak:
+            peak, at = running, tick
+    return peak, at
+
+
+async def busy_on(sim, lanes: Iterable[str], op: str, seconds: float,
+                  batch: str | None = None) -> None:
+    """An ``_async`` kit operation that occupies several lanes at once for one cost (a
+    message on the sender's outgoing and the receiver's incoming side of a link): one span
+    on each lane, all with the same start and end, marked cancelled if it is cut short.
+    ``Sim.busy`` is the one-lane form."""
+    spans = [sim.open_span(lane, op, batch) for lane in lanes]
+    try:
+        await sim.wait(seconds)
+    except asyncio.CancelledError:
+        for span in spans:
+            sim.close_span(span, cancelled=True)
+        raise
+    for span in spans:
+        sim.close_span(span)
+
+
+def block_on(sim, lanes: Iterable[str], op: str, seconds: float, batch: str | None = None,
+             *, call: str) -> None:
+    """The blocking twin of :func:`busy_on` (``Sim.block`` on several lanes): the clock
+    moves, nothing else runs, and a call from async code counts in ``blocking_calls``
+    under ``call`` ("NetLink.send")."""
+    if sim.caller_in_async:
+        sim.blocking_calls[call] += 1
+    spans = [sim.open_span(lane, op, batch, blocking=True) for lane in lanes]
+    sim.loop.advance_ticks(sim.cost_ticks(seconds))
+    for span in spans:
+        sim.close_span(span)
 
 
 def same_values(name: str, got, expected, *, ok: str, fail: str) -> Check:

@@ -46,7 +46,7 @@ def test_loads_all_seed_content(content_dir):
         assert exercise.time_minutes == 15
     distributed = QuestionBank.objects.get(slug="distributed-training")
     efficient = QuestionBank.objects.get(slug="efficient-training")
-    assert distributed.questions.filter(kind="question").count() == 20
+    assert distributed.questions.filter(kind="question").count() == 21
     assert efficient.questions.filter(kind="question").count() == 5
     assert efficient.questions.filter(kind="challenge").count() == 5
     assert efficient.checklist.count() == 7
@@ -95,7 +95,7 @@ def test_question_removed_from_file_is_retired_not_deleted(content_dir):
     content_sync(root=content_dir)
     question = Question.objects.get(bank__slug="distributed-training", key=gone)
     assert question.retired
-    assert Question.objects.filter(bank__slug="distributed-training", retired=False).count() == 19
+    assert Question.objects.filter(bank__slug="distributed-training", retired=False).count() == 20
 
 
 def _problems(content_dir):

@@ -18,6 +18,9 @@ SLUGS = [
     "pipeline-model-parallel",
     "async-parameter-server",
     "straggler-backup-workers",
+    "nonblocking-checkpointing",
+    "input-pipeline-prefetch",
+    "ring-allreduce-overlap",
 ]
 TINY = Path(__file__).resolve().parent / "fixtures" / "tiny"
 

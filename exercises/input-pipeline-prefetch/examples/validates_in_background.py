@@ -1,0 +1,66 @@
+"""Runs each validation as a background task and keeps training meanwhile: the model
+changes under the validation, and the stop is noticed steps too late.
+
+expect: wrong
+failing: early_stop
+"""
+
+import asyncio
+
+
+class Trainer:
+    def __init__(self, cluster):
+        self.config = cluster.config
+        self.dataset = cluster.dataset
+        self.loaders = cluster.loaders
+        self.model = cluster.model
+        self.validator = cluster.validator
+        self.best = float("inf")
+
+    def should_stop(self, loss):
+        if loss >= self.best:
+            return True
+        self.best = loss
+        return False
+
+    async def load_loop(self, loader):
+        while True:
+            await self.slots.acquire()
+            index = self.next_index
+            if index >= self.dataset.num_batches:
+                self.slots.release()
+                return
+            self.next_index += 1
+            batch = await loader.load_async(index)
+            self.ready[index].set_result(batch)
+
+    def start(self):
+        self.slots = asyncio.Semaphore(self.config.max_prefetched)
+        self.next_index = 0
+        loop = asyncio.get_running_loop()
+        self.ready = [loop.create_future() for _ in range(self.dataset.num_batches)]
+        return [asyncio.create_task(self.load_loop(loader)) for loader in self.loaders]
+
+    async def train(self):
+        tasks = self.start()
+        trained = 0
+        validation = None
+        try:
+            for index in range(self.dataset.num_batches):
+                if validation is not None and validation.done():
+                    if self.should_stop(validation.result()):
+                        break
+                    validation = None
+                batch = await self.ready[index]
+                self.slots.release()
+                await self.model.train_step_async(batch)
+                trained += 1
+                if trained % self.config.validate_every == 0:
+                    validation = asyncio.create_task(self.validator.validate_async(self.model))
+            if validation is not None:
+                await validation
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return trained
