@@ -56,7 +56,9 @@ def test_challenges_show_scenario_root_cause_and_solution(staff_client, synced):
 def test_retired_questions_are_not_shown(staff_client, synced):
     question = Question.objects.get(bank__slug="distributed-training", position=0,
                                     kind="question")
+    shown = Question.objects.filter(bank__slug="distributed-training", kind="question",
+                                    retired=False).count()
     question.retired = True
     question.save()
     page = staff_client.get("/questions/distributed-training/").content.decode()
-    assert "19 results" in page
+    assert f"{shown - 1} results" in page
