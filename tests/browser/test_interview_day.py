@@ -308,6 +308,32 @@ def test_the_timeline_is_legible_on_a_1440_screen_and_its_legend_shows_blocking(
     expect(figure).to_have_class("timeline-figure")
 
 
+def test_a_run_with_its_timeline_never_makes_a_narrow_screen_scroll_sideways(
+        browser, asgi_server, content, interviewer_login, log_in, artifacts):
+    """The console at 390 px was 929 px wide once a run's timeline was on it: the
+    one-column grid took the timeline's drawn width. The timeline scrolls in its own box."""
+    session = _live_session(interviewer_login)
+    run = run_services.run_create(session=session, code=session.pad_text,
+                                  requested_by="candidate")
+    _finish(run, "accepted", trace=TRACE,
+            metrics={"speedup": 2.0, "target_speedup": 1.5, "baseline_time": 4.0,
+                     "candidate_time": 2.0})
+    for width in (390, 800):
+        console = _console(browser, asgi_server, session, log_in, width=width, height=844)
+        candidate = _candidate(browser, asgi_server, session, width=width)
+        for page, name in ((console, "console"), (candidate, "workspace")):
+            figure = page.locator(".timeline-figure").first
+            expect(figure).to_be_attached()
+            assert page.evaluate("document.documentElement.scrollWidth") <= width + 1, name
+            box = page.locator(".cm-editor").first.bounding_box()
+            assert box["x"] + box["width"] <= width + 1, (name, box)
+            # The drawing keeps its legible size inside its own scrolling box.
+            assert figure.evaluate("el => el.scrollWidth > el.clientWidth"), name
+            page.screenshot(path=str(artifacts / f"{name}-timeline-{width}.png"))
+        console.context.close()
+        candidate.context.close()
+
+
 def test_the_printed_scorecard_holds_the_whole_chat(
         browser, asgi_server, content, interviewer_login, log_in, artifacts):
     session = _live_session(interviewer_login)
