@@ -16,7 +16,9 @@ def sandbox_report() -> dict:
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}
     configured = settings.OVERLAP_SANDBOX
     if configured == "auto":
-        chosen = next((name for name in ("docker", "bwrap") if problems.get(name) is None),
+        from runner.sandbox.choice import ISOLATING
+
+        chosen = next((name for name in ISOLATING if problems.get(name) is None),
                       "process" if os.environ.get("OVERLAP_SANDBOX_ALLOW_PROCESS") else "")
     else:
         chosen = configured if problems.get(configured) is None else ""

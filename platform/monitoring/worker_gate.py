@@ -38,6 +38,9 @@ def refusal(report: dict) -> str | None:
 def fix_for(problem: str) -> str:
     if problem.startswith("its sandbox check failed"):
         return "this worker's runner sources must import (make install, same checkout)"
+    if "sandbox daemon" in problem:
+        return ("start the sandbox daemon (compose service sandboxd) and share its socket "
+                "with this worker (OVERLAP_SANDBOX_SOCKET; docs/deploy.md)")
     if "image" in problem:
         return "build it on this worker's Docker engine: make sandbox-image"
     if "Docker engine" in problem:

@@ -6,7 +6,10 @@ import os
 
 from runner.sandbox.backends.base import Backend, SandboxUnavailable
 
-BACKENDS = ("docker", "bwrap", "process")
+BACKENDS = ("daemon", "docker", "bwrap", "process")
+# What `auto` tries, in order: the sandbox daemon (when its socket is there), the Docker
+# engine itself, bubblewrap. The process backend isolates nothing.
+ISOLATING = ("daemon", "docker", "bwrap")
 _instances: dict[str, Backend] = {}
 
 
@@ -22,7 +25,11 @@ os.register_at_fork(after_in_child=_forget_backends)
 
 def get_backend(name: str) -> Backend:
     if name not in _instances:
-        if name == "docker":
+        if name == "daemon":
+            from runner.sandbox.backends.daemon import DaemonBackend
+
+            _instances[name] = DaemonBackend()
+        elif name == "docker":
             from runner.sandbox.backends.docker import DockerBackend
 
             _instances[name] = DockerBackend()
@@ -49,8 +56,9 @@ def unisolated_allowed() -> bool:
 
 
 def choose_backend(requested: str = "auto", *, allow_unisolated: bool | None = None) -> Backend:
-    """The backend for a run. `auto` takes docker, else bwrap, else (only when allowed)
-    process; a backend named explicitly must be usable, or SandboxUnavailable says why."""
+    """The backend for a run. `auto` takes the sandbox daemon, else docker, else bwrap,
+    else (only when allowed) process; a backend named explicitly must be usable, or
+    SandboxUnavailable says why."""
     if requested != "auto":
         backend = get_backend(requested)
         problem = backend.problem()
@@ -60,7 +68,9 @@ def choose_backend(requested: str = "auto", *, allow_unisolated: bool | None = N
     if allow_unisolated is None:
         allow_unisolated = unisolated_allowed()
     reasons = []
-    for name in ("docker", "bwrap"):
+    for name in ISOLATING:
+        if name == "daemon" and not _daemon_configured():
+            continue  # no daemon on this machine: not a reason worth reporting
         problem = get_backend(name).problem()
         if problem is None:
             return get_backend(name)
@@ -72,6 +82,12 @@ def choose_backend(requested: str = "auto", *, allow_unisolated: bool | None = N
         + "; ".join(reasons)
         + "). Set OVERLAP_SANDBOX_ALLOW_PROCESS=1 to run code unisolated (local trial only)."
     )
+
+
+def _daemon_configured() -> bool:
+    from runner.sandbox.backends.daemon import socket_path
+
+    return bool(os.environ.get("OVERLAP_SANDBOX_SOCKET")) or os.path.exists(socket_path())
 
 
 def normalize_gpu(gpu) -> str | list[str] | None:

@@ -16,8 +16,12 @@ COLD_SLACK_S = 60.0  # starting a sandbox and importing torch, on top of the wal
 POOLED_SLACK_S = 10.0
 
 
-def execute(job: Job, backend: Backend, gpu=None) -> dict:
-    """Run a job in a fresh (or pooled) sandbox of `backend`; always destroys it."""
+def execute(job: Job, backend: Backend, gpu=None, on_sandbox=None) -> dict:
+    """Run a job in a fresh (or pooled) sandbox of `backend`; always destroys it.
+    `on_sandbox(sandbox)` is told which sandbox runs it (the daemon destroys it when the
+    worker that asked hangs up)."""
+    if getattr(backend, "runs_whole_jobs", False):
+        return backend.execute(job, gpu)  # the sandbox daemon: it runs the job in its own
     limits = job.limits
     started = time.monotonic()
     sandbox = take_warm(backend.name, limits, gpu)
@@ -26,6 +30,8 @@ def execute(job: Job, backend: Backend, gpu=None) -> dict:
         sandbox = backend.start(limits, gpu)
     served_before = sandbox.served
     reuse = False
+    if on_sandbox is not None:
+        on_sandbox(sandbox)
     try:
         sandbox.prepare(job)
         slack = POOLED_SLACK_S if pooled else COLD_SLACK_S
