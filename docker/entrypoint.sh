@@ -2,7 +2,10 @@
 # The roles of the Overlap image:
 #   web       the ASGI server (uvicorn) on 0.0.0.0:${PORT:-8000}; static files by whitenoise
 #   worker    a Celery worker (queues ${OVERLAP_QUEUES:-default,authoring,recovery}; the GPU profile
-#             sets gpu), sandboxes through the Docker engine's socket
+#             sets gpu); its sandboxes come from a sandbox daemon (OVERLAP_SANDBOX=daemon)
+#   sandboxd  the sandbox daemon: the only role that holds the Docker engine's socket (run
+#             as root); answers workers on ${OVERLAP_SANDBOX_SOCKET}, which members of
+#             group ${OVERLAP_SANDBOX_GROUP:-10002} (the image's user) may open
 #   beat      Celery beat: sends the recovery task every few seconds (run exactly one)
 #   migrate   database migrations, then the exercises in /app/exercises (sync_content)
 #   manage …  any manage.py command (createsuperuser, check --deploy, …)
@@ -23,6 +26,8 @@ case "$role" in
         exec python -m celery -A overlap worker --loglevel "${LOG_LEVEL:-INFO}" \
             --queues "${OVERLAP_QUEUES:-default,authoring,recovery}" \
             --concurrency "${OVERLAP_WORKER_CONCURRENCY:-$(nproc)}" "$@" ;;
+    sandboxd)
+        exec python -m runner.sandbox.daemon --group "${OVERLAP_SANDBOX_GROUP:-10002}" "$@" ;;
     beat)
         exec python -m celery -A overlap beat --loglevel "${LOG_LEVEL:-INFO}" \
             --schedule "${OVERLAP_VAR_DIR:-/app/var}/celerybeat-schedule" "$@" ;;

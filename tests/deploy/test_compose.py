@@ -76,22 +76,48 @@ def test_remote_workers_get_postgres_and_redis_on_a_private_address_only():
         assert published.endswith(f":{port}"), name
 
 
-def test_workers_drive_the_docker_engine_and_gpu_work_has_its_own_profile_and_queue():
+DOCKER_SOCKET = "/var/run/docker.sock:/var/run/docker.sock"
+
+
+def test_only_the_sandbox_daemons_hold_the_docker_socket_and_they_hold_nothing_else():
+    services = _services()
+    holders = {name for name, service in services.items()
+               if DOCKER_SOCKET in service.get("volumes", [])}
+    assert holders == {"sandboxd", "authoring-sandboxd", "gpu-sandboxd"}
+    for name in holders:
+        daemon = services[name]
+        assert daemon["command"] == ["sandboxd"]
+        assert daemon["network_mode"] == "none"  # reachable only through its socket
+        assert "env_file" not in daemon  # no secret key, no database or Redis password
+        assert not {"DATABASE_URL", "REDIS_URL", "SECRET_KEY"} & set(daemon["environment"])
+        assert "sandbox-socket:/run/overlap-sandbox" in daemon["volumes"]
+    # Workers run as the image's unprivileged user and reach sandboxes through a daemon.
+    for name in ("worker", "authoring-worker", "gpu-worker"):
+        worker = services[name]
+        assert "user" not in worker, name
+        assert worker["environment"]["OVERLAP_SANDBOX"] == "daemon"
+        socket_name = Path(worker["environment"]["OVERLAP_SANDBOX_SOCKET"]).name
+        served_by = [daemon for daemon in holders
+                     if services[daemon]["environment"]["OVERLAP_SANDBOX_SOCKET"].endswith(
+                         "/" + socket_name)]
+        assert len(served_by) == 1, name
+        assert served_by[0] in worker["depends_on"]
+
+
+def test_authors_and_gpu_work_have_workers_and_daemons_of_their_own():
     services = _services()
     worker, gpu = services["worker"], services["gpu-worker"]
-    assert "/var/run/docker.sock:/var/run/docker.sock" in worker["volumes"]
     assert set(worker["environment"]["OVERLAP_QUEUES"].split(",")) == {"default", "recovery"}
     # Authors' validations never take a candidate's slot: a worker of their own, one at a
-    # time, its sandboxes at a lower CPU weight.
+    # time, its sandboxes (from a daemon of their own) at a lower CPU weight.
     authoring = services["authoring-worker"]
     assert authoring["environment"]["OVERLAP_QUEUES"] == "authoring"
     assert authoring["command"] == ["worker"]
     assert authoring["environment"]["OVERLAP_WORKER_CONCURRENCY"] == "1"
-    assert int(authoring["environment"]["OVERLAP_SANDBOX_CPU_SHARES"]) < 1024
-    assert "/var/run/docker.sock:/var/run/docker.sock" in authoring["volumes"]
-    assert gpu["profiles"] == ["gpu"]
+    assert int(services["authoring-sandboxd"]["environment"]["OVERLAP_SANDBOX_CPU_SHARES"]) < 1024
+    assert gpu["profiles"] == services["gpu-sandboxd"]["profiles"] == ["gpu"]
     assert gpu["environment"]["OVERLAP_QUEUES"] == "gpu"
-    assert gpu["deploy"]["resources"]["reservations"]["devices"][0]["driver"] == "nvidia"
+    assert services["gpu-sandboxd"]["environment"]["OVERLAP_GPU"] == "all"
     assert "gpu" not in services["worker"].get("profiles", [])
 
 

@@ -86,10 +86,10 @@ class Deployment:
                     timeout=timeout, check=check, stdin=stdin, cwd=self.folder)
 
     def down(self) -> None:
-        workers = self.compose("ps", "-q", "worker", "authoring-worker", check=False)
+        workers = self.compose("ps", "-q", "sandboxd", "authoring-sandboxd", check=False)
         hostnames = [line[:12] for line in workers.stdout.decode().split() if line]
         self.compose("down", "-v", "--remove-orphans", "-t", "20", timeout=180, check=False)
-        # Sandboxes a worker stopped mid-way left behind (their owner is the worker's
+        # Sandboxes a daemon stopped mid-way left behind (their owner is the daemon's
         # container): never left for the next test to find.
         listed = _run(["docker", "ps", "-a", "--filter", "label=org.overlap.sandbox",
                        "--format", '{{.ID}} {{.Label "org.overlap.sandbox.owner"}}'],
@@ -181,6 +181,31 @@ SETUP = (
     "import json\n"
     "print('SESSION', s.pk, s.token)\n"
     "print('CODE', json.dumps(exercise.current_version.files['solution.py']))\n"
+    # An author publishes a version of the exercise in the browser (what publishing
+    # stores: a new current version and its Publication).
+    "import pathlib, shutil, tempfile\n"
+    "from authoring.models import Publication\n"
+    "from catalog.services import exercise_store\n"
+    "from content.folders import read_exercise\n"
+    "root = pathlib.Path(tempfile.mkdtemp())\n"
+    "shutil.copytree('/app/exercises/async-parameter-server', root / 'async-parameter-server')\n"
+    "starter = root / 'async-parameter-server' / 'starter.py'\n"
+    "starter.write_text(starter.read_text() + '# the author said so\\n')\n"
+    "problems = []\n"
+    "folder = read_exercise(root / 'async-parameter-server', root, problems)\n"
+    "assert not problems, problems\n"
+    "from django.db import transaction\n"
+    "with transaction.atomic():\n"
+    "    exercise_store(folder=folder)\n"
+    "version = Exercise.objects.get(slug='async-parameter-server').current_version\n"
+    "Publication.objects.create(version=version, published_by=user)\n"
+    "print('AUTHOR', version.number)\n"
+)
+
+AUTHORS_VERSION = (
+    "from catalog.models import Exercise\n"
+    "version = Exercise.objects.get(slug='async-parameter-server').current_version\n"
+    "print('CURRENT', version.number, '# the author said so' in version.files['starter.py'])\n"
 )
 
 
@@ -237,6 +262,39 @@ def _verdict(candidate: TlsBrowser, token: str, code: str) -> str:
     return match.group(1).strip()
 
 
+# Run inside the worker container: everything an attacker who owns it would try first.
+WORKER_REACH = r"""
+import json, os, socket
+import docker
+from runner.sandbox.daemon import job_request, recv_frame, send_frame
+from runner.sandbox.job import script_job
+from runner.sandbox.limits import Limits
+
+status = open("/proc/self/status").read().splitlines()
+seen = {"uid": os.getuid(), "euid": os.geteuid(),
+        "docker_socket": os.path.exists("/var/run/docker.sock"),
+        "capabilities": [l.split()[1] for l in status if l.startswith("CapEff")][0],
+        "docker_api": {}}
+for url in ("unix:///var/run/docker.sock", "unix:///run/overlap-sandbox/sandbox.sock",
+            "unix:///run/overlap-sandbox/authoring.sock", "tcp://172.17.0.1:2375"):
+    try:
+        client = docker.DockerClient(base_url=url, timeout=5)
+        client.containers.run("overlap-sandbox:latest", "true", remove=True,
+                              volumes={"/": {"bind": "/host", "mode": "rw"}})
+        seen["docker_api"][url] = "STARTED"
+    except Exception as exc:
+        seen["docker_api"][url] = type(exc).__name__
+request = job_request(script_job("print(1)", Limits()), None)
+request["job"]["mounts"] = [{"source": "/", "target": "/host", "type": "bind"}]
+with socket.socket(socket.AF_UNIX) as conn:
+    conn.connect("/run/overlap-sandbox/sandbox.sock")
+    send_frame(conn, request)
+    import time
+    seen["daemon"] = recv_frame(conn, 1 << 20, time.monotonic() + 30)
+print(json.dumps(seen))
+"""
+
+
 def test_the_documented_stack_behind_caddy_serves_backs_up_restores_and_upgrades(
         image, standins, tmp_path):  # noqa: F811
     if _compose_command() is None:
@@ -275,6 +333,7 @@ def test_the_documented_stack_behind_caddy_serves_backs_up_restores_and_upgrades
         out = first.compose("run", "--rm", "--no-deps", "-T", "web", "manage", "shell", "-c",
                             SETUP).stdout.decode()
         session_pk, token = re.search(r"SESSION (\d+) (\S+)", out).groups()
+        authors = re.search(r"AUTHOR (\d+)", out).group(1)
         code = json.loads(re.search(r"CODE (.*)", out).group(1))
 
         # The interviewer logs in over HTTPS; the candidate types over WSS and runs.
@@ -285,6 +344,17 @@ def test_the_documented_stack_behind_caddy_serves_backs_up_restores_and_upgrades
         _type(f"wss://localhost:{public_port}/ws/c/{token}/", origin, context, "# typed\n")
         candidate = TlsBrowser(base, context)
         assert _verdict(candidate, token, code) == "Accepted"
+
+        # That verdict came through the sandbox daemon: the worker is not root, holds no
+        # Docker socket, and cannot start a container that mounts the host's `/`.
+        reach = first.compose("exec", "-T", "worker", "python", "-c", WORKER_REACH,
+                              check=False)
+        assert reach.returncode == 0, reach.stdout[-3000:]
+        seen = json.loads(reach.stdout.decode().strip().splitlines()[-1])
+        assert seen["uid"] != 0 and seen["euid"] != 0 and not seen["docker_socket"], seen
+        assert seen["capabilities"] == "0000000000000000", seen
+        assert not any(value == "STARTED" for value in seen["docker_api"].values()), seen
+        assert seen["daemon"] == {"ok": False, "refused": "a job takes no 'mounts'"}, seen
 
         # Backup, exactly as documented.
         dump = first.compose("exec", "-T", "postgres", "pg_dump", "-U", "overlap", "-Fc",
@@ -315,6 +385,11 @@ def test_the_documented_stack_behind_caddy_serves_backs_up_restores_and_upgrades
         console = lead.get(f"/sessions/{session_pk}/")
         assert "Remote" in console and "Log in" not in console[:3000]
         assert "Accepted" in candidate.get(f"/c/{token}/")
+        # `compose up` ran migrate and sync_content over the restored database: the
+        # author's version is still the current one.
+        current = second.compose("run", "--rm", "--no-deps", "-T", "web", "manage", "shell",
+                                 "-c", AUTHORS_VERSION).stdout.decode()
+        assert f"CURRENT {authors} True" in current, current[-2000:]
 
         # An upgrade with the session live: the same image again, re-created services
         # (what `compose up -d` does after a build); what was typed before is kept and
