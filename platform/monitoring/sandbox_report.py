@@ -22,8 +22,10 @@ def sandbox_report() -> dict:
                       "process" if os.environ.get("OVERLAP_SANDBOX_ALLOW_PROCESS") else "")
     else:
         chosen = configured if problems.get(configured) is None else ""
-    return {"configured": configured, "chosen": chosen, "problems": problems,
-            "image": _docker_image(runner_hash())}
+    report = {"configured": configured, "chosen": chosen, "problems": problems}
+    if "daemon" not in (configured, chosen):  # a daemon checks its own image
+        report["image"] = _docker_image(runner_hash())
+    return report
 
 
 def _docker_image(expected: str) -> dict:

@@ -10,7 +10,7 @@ the broker for a worker that can grade, instead of each ending `internal_error` 
 Its heartbeat says which queues it refuses and why, so ``heartbeat.queue_served`` counts it
 out of them (a Run is then refused with a clear message, /healthz says why).
 
-It checks again every OVERLAP_HEARTBEAT_SECONDS while it refuses, and consumes again,
+It checks again every 2 s while it refuses, and consumes again,
 saying so, once the sandbox works (the image was built, the engine is back); a worker
 that could grade checks every SANDBOX_REPORT_EVERY beats and refuses if that changes.
 """
@@ -26,6 +26,7 @@ from monitoring import heartbeat
 
 log = logging.getLogger(__name__)
 SANDBOX_QUEUES = ("default", "authoring", "gpu")  # their jobs run in a sandbox
+REFUSING_RECHECK_S = 2.0
 
 
 def refusal(report: dict) -> str | None:
@@ -38,11 +39,11 @@ def refusal(report: dict) -> str | None:
 def fix_for(problem: str) -> str:
     if problem.startswith("its sandbox check failed"):
         return "this worker's runner sources must import (make install, same checkout)"
+    if "image" in problem:
+        return "build it on this worker's Docker engine: make sandbox-image"
     if "sandbox daemon" in problem:
         return ("start the sandbox daemon (compose service sandboxd) and share its socket "
                 "with this worker (OVERLAP_SANDBOX_SOCKET; docs/deploy.md)")
-    if "image" in problem:
-        return "build it on this worker's Docker engine: make sandbox-image"
     if "Docker engine" in problem:
         return ("start the Docker engine (or give this worker its socket), or set "
                 "OVERLAP_SANDBOX to a backend that works here")
@@ -79,7 +80,7 @@ class Gate:
             log.error("sandbox unusable: %s; fix: %s. Worker %s refuses work (not consuming "
                       "%s) until it can grade; checking again every %s s.", why,
                       fix_for(why), self.hostname, ", ".join(self.queues),
-                      settings.OVERLAP_HEARTBEAT_SECONDS)
+                      min(settings.OVERLAP_HEARTBEAT_SECONDS, REFUSING_RECHECK_S))
         if why and not was:
             for queue in self.queues:
                 self.cancel(queue)
@@ -98,7 +99,14 @@ class Gate:
 
     def _run(self) -> None:
         beats = 0
-        while not self._stop.wait(settings.OVERLAP_HEARTBEAT_SECONDS):
+        while True:
+            # While it refuses, it looks again every few seconds (a sandbox daemon that
+            # restarts with the worker is back in a second or two).
+            wait = settings.OVERLAP_HEARTBEAT_SECONDS
+            if self.why:
+                wait = min(wait, REFUSING_RECHECK_S)
+            if self._stop.wait(wait):
+                return
             beats += 1
             if self.why or beats % heartbeat.SANDBOX_REPORT_EVERY == 0:
                 try:

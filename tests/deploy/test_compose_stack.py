@@ -8,6 +8,7 @@ built from Debian's packages (tests/deploy/standins, selected with POSTGRES_IMAG
 REDIS_IMAGE, which compose.yaml reads); the web image is docker/build.sh's offline build.
 Needs a compose (the `docker compose` plugin, or Debian's docker-compose) and Caddy."""
 
+import contextlib
 import http.cookiejar
 import json
 import os
@@ -80,6 +81,11 @@ class Deployment:
             f"OVERLAP_METRICS_TOKEN={passwords['metrics']}\n"
             "OVERLAP_SANDBOX_POOL_SIZE=1\nWEB_WORKERS=1\nLOG_LEVEL=WARNING\n"
         )
+
+    def use_image(self, web_image: str) -> None:
+        env = self.folder / ".env"
+        env.write_text(re.sub(r"(?m)^OVERLAP_WEB_IMAGE=.*$", f"OVERLAP_WEB_IMAGE={web_image}",
+                              env.read_text()))
 
     def compose(self, *args: str, timeout=600, check=True, stdin=None):
         return _run([*_compose_command(), "-f", str(self.folder / "compose.yaml"), *args],
@@ -216,24 +222,50 @@ PAD_TEXT = (
 
 
 class Outage(threading.Thread):
-    """Asks /healthz every 0.1 s until stopped; the longest run of failed answers."""
+    """Asks /healthz (with the metrics token: the details) every 0.1 s until stopped: the
+    longest run of failed answers, the longest the web gave no answer at all (502/504,
+    refused), and which checks failed, so a long outage says what it waited for."""
 
-    def __init__(self, browser: TlsBrowser):
+    def __init__(self, browser: TlsBrowser, token: str):
         super().__init__(daemon=True)
         self.browser, self.done = browser, threading.Event()
+        self.headers = {"Authorization": f"Bearer {token}"}
         self.longest, self.failing_since = 0.0, None
+        self.unanswered, self.silent_since = 0.0, None
+        self.failed: dict[str, float] = {}  # check -> first seen failing, from the start
+        self.started = time.monotonic()
         self.start()
 
     def run(self) -> None:
         while not self.done.is_set():
             now = time.monotonic()
-            if _healthy(self.browser):
+            try:
+                status, body = self.browser.status("/healthz", self.headers)
+            except OSError:
+                status, body = 0, ""
+            answered = status in (200, 503)
+            if answered and self.silent_since is not None:
+                self.unanswered = max(self.unanswered, now - self.silent_since)
+                self.silent_since = None
+            elif not answered and self.silent_since is None:
+                self.silent_since = now
+            if status == 200:
                 if self.failing_since is not None:
                     self.longest = max(self.longest, now - self.failing_since)
                 self.failing_since = None
-            elif self.failing_since is None:
-                self.failing_since = now
+            else:
+                if self.failing_since is None:
+                    self.failing_since = now
+                self._note(status, body, now)
             time.sleep(0.1)
+
+    def _note(self, status: int, body: str, now: float) -> None:
+        names = [f"http {status}"]
+        with contextlib.suppress(ValueError, AttributeError):
+            checks = json.loads(body).get("checks", {})
+            names = [name for name, check in checks.items() if not check.get("ok")]
+        for name in names:
+            self.failed.setdefault(name, round(now - self.started, 1))
 
     def stop(self) -> float:
         self.done.set()
@@ -391,15 +423,21 @@ def test_the_documented_stack_behind_caddy_serves_backs_up_restores_and_upgrades
                                  "-c", AUTHORS_VERSION).stdout.decode()
         assert f"CURRENT {authors} True" in current, current[-2000:]
 
-        # An upgrade with the session live: the same image again, re-created services
-        # (what `compose up -d` does after a build); what was typed before is kept and
-        # the candidate types again once the web is back.
+        # An upgrade with the session live, as documented: a new image (here the same one
+        # under a new tag, so compose sees a changed service), then `compose up -d`, which
+        # re-creates every service of the image (migrate first) and leaves PostgreSQL and
+        # Redis running. What was typed before is kept; the candidate types again after.
         _type(f"wss://localhost:{public_port}/ws/c/{token}/", origin, context, "# before\n")
+        upgraded = f"{image}-upgrade"
+        _run(["docker", "tag", image, upgraded])
+        second.use_image(upgraded)
         started = time.monotonic()
-        watch = Outage(probe)
-        second.compose("up", "-d", "--force-recreate", "web", "worker", timeout=600)
+        watch = Outage(probe, passwords["metrics"])
+        second.compose("up", "-d", timeout=600)
         assert wait_for(lambda: _healthy(probe), 240)
         figures["upgrade_outage"] = watch.stop()
+        figures["upgrade_unanswered"] = watch.unanswered
+        print(f"upgrade: checks that failed (first seen, s): {watch.failed}")
         _type(f"wss://localhost:{public_port}/ws/c/{token}/", origin, context, "# after\n")
         text = second.compose("run", "--rm", "--no-deps", "-T", "web", "manage", "shell",
                               "-c", PAD_TEXT.format(pk=int(session_pk))).stdout.decode()
@@ -411,3 +449,4 @@ def test_the_documented_stack_behind_caddy_serves_backs_up_restores_and_upgrades
         for deployment in (first, second):
             if deployment is not None:
                 deployment.down()
+        _run(["docker", "rmi", f"{image}-upgrade"], check=False)  # the tag only

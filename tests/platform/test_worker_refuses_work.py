@@ -223,3 +223,22 @@ def test_a_job_waits_while_the_only_worker_refuses_and_runs_once_it_can_grade(
     monkeypatch.setenv("OVERLAP_SANDBOX_ALLOW_PROCESS", "1")
     assert job.get(timeout=20)["token"].startswith("waits-")
     assert _until(lambda: heartbeat.queue_served("default"), 5)
+
+
+def test_a_worker_whose_sandbox_daemon_is_not_there_refuses_and_says_how_to_fix_it(
+        settings, monkeypatch, tmp_path):
+    from monitoring.worker_gate import fix_for
+
+    settings.OVERLAP_SANDBOX = "daemon"
+    monkeypatch.setenv("OVERLAP_SANDBOX_SOCKET", str(tmp_path / "sandbox.sock"))
+    report = sandbox_report()
+    assert report["configured"] == "daemon" and report["chosen"] == ""
+    assert "image" not in report  # the worker has no engine to ask: the daemon checks it
+    why = refusal(report)
+    assert why and "no sandbox daemon socket" in why, why
+    assert "compose service sandboxd" in fix_for(why)
+    # A daemon that answers but whose image is stale: the fix is the image, not the daemon.
+    stale = ("no sandbox it may use works (daemon: the sandbox daemon cannot run "
+             "sandboxes: the sandbox image overlap-sandbox:latest was built from other "
+             "runner sources than this checkout's)")
+    assert "make sandbox-image" in fix_for(stale)

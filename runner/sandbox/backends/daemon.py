@@ -44,7 +44,10 @@ class DaemonBackend(Backend):
     def problem(self) -> str | None:
         path = socket_path()
         with self._lock:
-            if time.monotonic() - self._checked_at >= 10 or path != self._checked_path:
+            # An answer holds 10 s; a daemon that did not answer (restarting) is asked
+            # again after 1 s, so a worker takes work again as soon as it is back.
+            keep = 10.0 if self._problem is None else 1.0
+            if time.monotonic() - self._checked_at >= keep or path != self._checked_path:
                 self._problem = self._check(path)
                 self._checked_at, self._checked_path = time.monotonic(), path
             return self._problem
