@@ -223,7 +223,8 @@ def runs_panel(request, pk):
             messages.error(request, exc.message)
     runs = list(session.runs.all()[:20])
     return render(request, "interviews/console.html#runs",
-                  {"session": session, "runs": [run_view(run) for run in runs]})
+                  {"session": session, "runs": [run_view(run) for run in runs],
+                   "latest_oob": True})
 
 
 @require_POST

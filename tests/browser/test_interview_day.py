@@ -334,6 +334,33 @@ def test_a_run_with_its_timeline_never_makes_a_narrow_screen_scroll_sideways(
         candidate.context.close()
 
 
+def test_the_latest_verdict_is_at_the_top_of_the_console_and_follows_each_run(
+        browser, asgi_server, content, interviewer_login, log_in):
+    """The run panel is far down the console (y > 1000 at 1440x900): the latest run's
+    verdict is also in the header, on the first screen, and follows every run."""
+    session = _live_session(interviewer_login)
+    console = _console(browser, asgi_server, session, log_in, height=900)
+    latest = console.locator("#latest-run")
+    expect(latest).to_have_text("No runs yet")
+    first = run_services.run_create(session=session, code=session.pad_text,
+                                    requested_by="candidate")
+    expect(latest).to_contain_text("Latest run: Queued", timeout=5_000)
+    _finish(first, "too_slow", metrics={"speedup": 1.02, "target_speedup": 1.5})
+    expect(latest).to_contain_text("1.02\u00d7", timeout=5_000)
+    expect(latest).to_have_class("latest-run failed")
+    box = latest.bounding_box()
+    assert box and box["y"] + box["height"] <= 900, box  # no scrolling needed
+    second = run_services.run_create(session=session, code=session.pad_text,
+                                     requested_by="interviewer")
+    _finish(second, "accepted", metrics={"speedup": 2.0, "target_speedup": 1.5})
+    expect(latest).to_contain_text("2.00\u00d7", timeout=5_000)
+    expect(latest).to_contain_text("interviewer")
+    expect(latest).to_have_class("latest-run passed")
+    assert console.locator("#latest-run").count() == 1  # replaced, never duplicated
+    latest.click()  # takes the interviewer to the run panel
+    expect(console.locator("#runs")).to_be_in_viewport()
+
+
 def test_the_printed_scorecard_holds_the_whole_chat(
         browser, asgi_server, content, interviewer_login, log_in, artifacts):
     session = _live_session(interviewer_login)
