@@ -55,6 +55,7 @@ MAX_ARG = 4096
 # A request carries the job's files base64-encoded: a third more than their bytes.
 MAX_REQUEST_BYTES = (MAX_EXERCISE_BYTES + MAX_CODE_BYTES) * 4 // 3 + 64 * 1024
 READ_REQUEST_S = 30.0  # a client that does not finish sending its request in time is cut
+MAX_CONNECTIONS = 64  # open at once; more are answered "busy" at once (threads, memory)
 
 
 def ceilings() -> Limits:
@@ -254,6 +255,7 @@ class Daemon:
         self.slots = threading.BoundedSemaphore(self.jobs_at_once)
         self.served = 0
         self.refused = 0
+        self.connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
 
     def answer(self, message: dict, peer: str, conn: socket.socket | None = None) -> dict:
         op = message.get("op")
@@ -280,6 +282,19 @@ class Daemon:
         return {"ok": True, "result": result}
 
     def handle(self, conn: socket.socket) -> None:
+        if not self.connections.acquire(blocking=False):
+            self.refused += 1
+            with contextlib.suppress(OSError):
+                conn.settimeout(5.0)
+                send_frame(conn, {"ok": False, "unavailable": "the sandbox daemon is busy "
+                                  f"({MAX_CONNECTIONS} connections open)"})
+            return
+        try:
+            self._handle(conn)
+        finally:
+            self.connections.release()
+
+    def _handle(self, conn: socket.socket) -> None:
         peer = _peer(conn)
         try:
             message = recv_frame(conn, MAX_REQUEST_BYTES, time.monotonic() + READ_REQUEST_S)

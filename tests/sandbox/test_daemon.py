@@ -249,3 +249,28 @@ def test_a_worker_that_hangs_up_has_its_sandbox_removed_at_once(tmp_path):
     finally:
         log = _stop(proc)
     assert "hung up: its job is stopped" in log
+
+
+def test_a_flood_of_connections_is_answered_busy_and_the_daemon_keeps_serving(daemon):
+    from runner.sandbox.daemon import MAX_CONNECTIONS
+
+    held = []
+    try:
+        for _ in range(MAX_CONNECTIONS):
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            conn.connect(str(daemon))
+            conn.sendall(struct.pack(">I", 100))  # a request that never completes
+            held.append(conn)
+        time.sleep(0.5)
+        busy = _ask(daemon, {"op": "status"})
+        assert busy["ok"] is False and "busy" in busy["unavailable"], busy
+    finally:
+        for conn in held:
+            conn.close()
+    deadline = time.monotonic() + 10
+    while True:  # the held connections' threads end as their sockets close
+        status = _ask(daemon, {"op": "status"})
+        if status.get("ok") or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert status["ok"] is True, status
