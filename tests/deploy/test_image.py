@@ -66,7 +66,8 @@ def test_the_image_serves_a_session_and_grades_a_run_with_debug_off(image, tmp_p
     flags = ["--network", "host"]
     for key, value in env.items():
         flags += ["-e", f"{key}={value}"]
-    names = [f"overlap-deploy-{os.getpid()}-{role}" for role in ("worker", "web")]
+    names = [f"overlap-deploy-{os.getpid()}-{role}" for role in ("worker", "web", "sandboxd")]
+    volume = f"overlap-deploy-{os.getpid()}-sandbox-socket"
     try:
         _docker("run", "--rm", *flags, image, "migrate", timeout=300)
         out = _docker("run", "--rm", *flags, image, "manage", "shell", "-c", (
@@ -84,8 +85,20 @@ def test_the_image_serves_a_session_and_grades_a_run_with_debug_off(image, tmp_p
             "print('CODE', json.dumps(exercise.current_version.files['solution.py']))\n"))
         session_pk, token = re.search(r"SESSION (\d+) (\S+)", out).groups()
         code = json.loads(re.search(r"CODE (.*)", out).group(1))
-        _docker("run", "-d", "--name", names[0], *flags, "--user", "0:0",
-                "-v", "/var/run/docker.sock:/var/run/docker.sock", image, "worker")
+        # A worker machine as docs/deploy.md has it: the sandbox daemon alone holds the
+        # Docker socket (no network); the worker is the image's user, without the socket.
+        sock = "/run/overlap-sandbox/sandbox.sock"
+        _docker("volume", "create", volume)
+        _docker("run", "-d", "--name", names[2], "--network", "none", "--user", "0:0",
+                "-v", "/var/run/docker.sock:/var/run/docker.sock",
+                "-v", f"{volume}:/run/overlap-sandbox",
+                "-e", f"OVERLAP_SANDBOX_SOCKET={sock}",
+                "-e", f"OVERLAP_SANDBOX_IMAGE={env['OVERLAP_SANDBOX_IMAGE']}",
+                "-e", "OVERLAP_SANDBOX_POOL_SIZE=1", image, "sandboxd")
+        _docker("run", "-d", "--name", names[0], *flags,
+                "-v", f"{volume}:/run/overlap-sandbox",
+                "-e", "OVERLAP_SANDBOX=daemon", "-e", f"OVERLAP_SANDBOX_SOCKET={sock}",
+                image, "worker")
         _docker("run", "-d", "--name", names[1], *flags, image, "web")
         assert wait_for(lambda: port_open(port), 60), _docker("logs", names[1], check=False)
         base = f"http://127.0.0.1:{port}"
@@ -111,7 +124,8 @@ def test_the_image_serves_a_session_and_grades_a_run_with_debug_off(image, tmp_p
         while "run-active" in html and time.monotonic() < deadline:
             time.sleep(0.5)
             html = candidate.get(f"/c/{token}/runs/{run_id}/")
-        assert 'class="verdict"' in html, (html[:2000], _docker("logs", names[0], check=False))
+        assert 'class="verdict"' in html, (html[:2000], _docker("logs", names[0], check=False),
+                                           _docker("logs", names[2], check=False))
         assert "internal error" not in html.lower(), html[:2000]
 
         # The interviewer logs in and sees the run on the console.
@@ -125,6 +139,16 @@ def test_the_image_serves_a_session_and_grades_a_run_with_debug_off(image, tmp_p
         assert status in ([("done", "accepted")], [("done", "timeout")]), status
         print(f"deployment test: run {run_id} {status[0]}")
     finally:
+        daemon_id = _docker("ps", "-aq", "--no-trunc", "--filter", f"name={names[2]}",
+                            check=False).strip()[:12]
         for name in names:
             _docker("rm", "-f", name, check=False)
+        # The daemon's pool (owned by its container) goes with it.
+        listed = _docker("ps", "-a", "--filter", "label=org.overlap.sandbox", "--format",
+                         '{{.ID}} {{.Label "org.overlap.sandbox.owner"}}', check=False)
+        for line in listed.splitlines():
+            container, _, owner = line.partition(" ")
+            if daemon_id and owner.startswith(daemon_id + "/"):
+                _docker("rm", "-f", container, check=False)
+        _docker("volume", "rm", "-f", volume, check=False)
         db.drop()
