@@ -256,6 +256,21 @@ class Daemon:
         self.served = 0
         self.refused = 0
         self.connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.stopping = threading.Event()
+        self.pool_lock = threading.Lock()
+        self._running: set[_HangupWatch] = set()  # the jobs in progress
+        self._running_lock = threading.Lock()
+
+    def stop(self) -> None:
+        """At shutdown: the jobs in progress are stopped and their sandboxes removed (their
+        workers hear that the daemon went away; recovery runs them again), never left."""
+        self.stopping.set()
+        with self._running_lock:
+            running = list(self._running)
+        for watch in running:
+            if watch.sandbox is not None:
+                with contextlib.suppress(Exception):
+                    watch.sandbox.destroy(wait=True)
 
     def answer(self, message: dict, peer: str, conn: socket.socket | None = None) -> dict:
         op = message.get("op")
@@ -269,13 +284,19 @@ class Daemon:
         from runner.sandbox.run import execute
 
         with self.slots:
-            hangup = _HangupWatch(conn, peer) if conn is not None else None
+            if self.stopping.is_set():
+                raise SandboxUnavailable("the sandbox daemon is stopping")
+            hangup = _HangupWatch(conn, peer)
+            with self._running_lock:
+                self._running.add(hangup)
             try:
-                result = execute(job, self.backend, gpu,
-                                 on_sandbox=hangup.watch if hangup else None)
+                result = execute(job, self.backend, gpu, on_sandbox=hangup.watch)
             finally:
-                if hangup is not None:
-                    hangup.stop()
+                hangup.stop()
+                with self._running_lock:
+                    self._running.discard(hangup)
+            if self.stopping.is_set():  # its sandbox was removed under it: no verdict
+                raise SandboxUnavailable("the sandbox daemon stopped during the job")
         self.served += 1
         log.info("ran a job for %s: %s in %.2f s", peer, result.get("status"),
                  (result.get("sandbox") or {}).get("duration_s", 0.0))
@@ -320,7 +341,7 @@ class _HangupWatch:
     """A worker that hangs up (its process died, it gave up) no longer wants its job: the
     sandbox is destroyed at once instead of running to its limits and holding a slot."""
 
-    def __init__(self, conn: socket.socket, peer: str):
+    def __init__(self, conn: socket.socket | None, peer: str):
         self.conn, self.peer = conn, peer
         self.done = threading.Event()
         self.sandbox = None
@@ -335,6 +356,8 @@ class _HangupWatch:
         self.thread.join(timeout=5)
 
     def _run(self) -> None:
+        if self.conn is None:  # asked in-process (tests): nobody to hang up
+            return
         while not self.done.wait(0.25):
             try:
                 readable, _, _ = select.select([self.conn], [], [], 0)
@@ -360,6 +383,9 @@ def _peer(conn: socket.socket) -> str:
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
+    # A burst of workers connecting at once waits in the backlog (a full one makes a
+    # client's connect fail at once with EAGAIN, not wait).
+    request_queue_size = 2 * MAX_CONNECTIONS
 
     def __init__(self, path: str, daemon: Daemon):
         self.overlap = daemon
@@ -393,18 +419,20 @@ def _keep_warm(daemon: Daemon, backend: str) -> None:
     from runner.sandbox import pool
 
     said = None
-    while True:
+    while not daemon.stopping.is_set():
         problem = daemon.backend.problem()
         if problem is None:
             # One warm sandbox per job it runs at once, unless the operator says otherwise.
             size = None if os.environ.get("OVERLAP_SANDBOX_POOL_SIZE") else daemon.jobs_at_once
-            with contextlib.suppress(SandboxUnavailable):
-                pool.start_pool(backend, size=size, gpu=daemon.gpu)
+            with daemon.pool_lock:  # never a pool started after the daemon stopped them
+                if not daemon.stopping.is_set():
+                    with contextlib.suppress(SandboxUnavailable):
+                        pool.start_pool(backend, size=size, gpu=daemon.gpu)
             return
         if problem != said:
             log.error("sandboxes cannot run yet: %s", problem)
             said = problem
-        time.sleep(10)
+        daemon.stopping.wait(10)
 
 
 def main(argv=None) -> int:
@@ -437,7 +465,11 @@ def main(argv=None) -> int:
         server.serve_forever()
     finally:
         server.server_close()
-        pool.stop_pool()
+        daemon.stop()
+        with daemon.pool_lock:
+            pool.stop_pool()
+        if hasattr(daemon.backend, "remove_own"):  # what background removals had left
+            daemon.backend.remove_own()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(args.socket)
     return 0

@@ -51,6 +51,18 @@ def _stop(proc: subprocess.Popen) -> str:
     return out.decode(errors="replace")
 
 
+def _ours() -> set[str]:
+    """Sandbox containers a daemon started from this test run left (the daemon runs on
+    this host, in this pid namespace: the same owner)."""
+    from runner.sandbox.backends.base import owner_id
+    from tests.sandbox.helpers import sandbox_containers
+
+    if get_backend("docker").problem():
+        return set()
+    return {c["Id"] for c in sandbox_containers()
+            if (c.get("Labels") or {}).get("org.overlap.sandbox.owner") == owner_id()}
+
+
 @pytest.fixture
 def daemon(tmp_path, monkeypatch):
     proc, path = _start_daemon(tmp_path)
@@ -58,7 +70,11 @@ def daemon(tmp_path, monkeypatch):
     # The worker's side has no engine at all: nothing here may fall back to it.
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
     yield path
+    monkeypatch.delenv("DOCKER_HOST")
     _stop(proc)
+    # A daemon that stops (even a second after it started, its pool still starting)
+    # leaves no sandbox behind.
+    assert not _ours(), "the daemon left sandboxes behind"
 
 
 def _ask(path: Path, message: dict | bytes) -> dict:
@@ -215,13 +231,7 @@ def test_a_worker_that_hangs_up_has_its_sandbox_removed_at_once(tmp_path):
     proc, path = _start_daemon(tmp_path, "--jobs-at-once", "1",
                                env={"OVERLAP_SANDBOX_POOL_SIZE": "0"})
     try:
-        from runner.sandbox.backends.base import owner_id
-        from tests.sandbox.helpers import sandbox_containers
-
-        def ours() -> set[str]:  # the daemon is on this host, in this pid namespace
-            return {c["Id"] for c in sandbox_containers()
-                    if (c.get("Labels") or {}).get("org.overlap.sandbox.owner") == owner_id()}
-
+        ours = _ours
         before = ours()
         request = job_request(script_job("while True:\n    pass\n",
                                          Limits.from_mapping({**FAST, "wall_s": 60})), None)
@@ -261,8 +271,10 @@ def test_a_flood_of_connections_is_answered_busy_and_the_daemon_keeps_serving(da
             conn.connect(str(daemon))
             conn.sendall(struct.pack(">I", 100))  # a request that never completes
             held.append(conn)
-        time.sleep(0.5)
-        busy = _ask(daemon, {"op": "status"})
+        deadline = time.monotonic() + 15  # every held connection has its thread
+        while (busy := _ask(daemon, {"op": "status"})).get("ok") and \
+                time.monotonic() < deadline:
+            time.sleep(0.2)
         assert busy["ok"] is False and "busy" in busy["unavailable"], busy
     finally:
         for conn in held:
@@ -274,3 +286,28 @@ def test_a_flood_of_connections_is_answered_busy_and_the_daemon_keeps_serving(da
             break
         time.sleep(0.2)
     assert status["ok"] is True, status
+
+
+@pytest.mark.docker
+def test_a_daemon_stopped_mid_job_removes_the_jobs_sandbox(tmp_path):
+    if get_backend("docker").problem():
+        pytest.skip(f"docker sandbox unavailable: {get_backend('docker').problem()}")
+    proc, path = _start_daemon(tmp_path, env={"OVERLAP_SANDBOX_POOL_SIZE": "0"})
+    try:
+        request = job_request(script_job("while True:\n    pass\n",
+                                         Limits.from_mapping({**FAST, "wall_s": 60})), None)
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(str(path))
+        body = json.dumps(request).encode()
+        conn.sendall(struct.pack(">I", len(body)) + body)
+        deadline = time.monotonic() + 30
+        while not _ours():
+            assert time.monotonic() < deadline, "the job's sandbox never started"
+            time.sleep(0.1)
+    finally:
+        _stop(proc)  # SIGTERM, as compose stops it
+    assert not _ours(), "the job's sandbox outlived its daemon"
+    conn.settimeout(10)
+    heard = conn.recv(65536)  # the worker hears that the daemon went away, never a verdict
+    conn.close()
+    assert heard == b"" or (b"stopped during the job" in heard and b'"result"' not in heard)

@@ -273,6 +273,20 @@ class DockerBackend(Backend):
             raise
         return DockerSandbox(client, container, raw_sock, expires)
 
+    def remove_own(self) -> int:
+        """Remove every sandbox container this process started (at its shutdown: the
+        removals it left to background threads would die with it). Returns how many."""
+        try:
+            api = self.client().api
+            containers = api.containers(
+                all=True, filters={"label": f"{LABEL}.process={process_token()}"})
+        except Exception:
+            return 0
+        for container in containers:
+            with contextlib.suppress(Exception):
+                api.remove_container(container["Id"], force=True)
+        return len(containers)
+
     def reap(self) -> int:
         """Remove sandbox containers that have stopped or expired, and those of this owner
         (host) whose starting process is gone (a killed worker's). A live process's
