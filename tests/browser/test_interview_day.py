@@ -97,6 +97,14 @@ def _finish(run: Run, verdict: str, **result) -> None:
     run_services.announce(run, run.status)
 
 
+def _accepted_run_with_timeline(session) -> None:
+    run = run_services.run_create(session=session, code=session.pad_text,
+                                  requested_by="candidate")
+    _finish(run, "accepted", trace=TRACE,
+            metrics={"speedup": 2.0, "target_speedup": 1.5, "baseline_time": 4.0,
+                     "candidate_time": 2.0})
+
+
 def _set_pad(session, text: str) -> None:
     pad.pad_replace(session_id=session.pk, text=text, author=pad.author_for_candidate(session))
 
@@ -281,11 +289,7 @@ def test_text_committed_through_the_input_path_never_takes_a_remote_name_along(
 def test_the_timeline_is_legible_on_a_1440_screen_and_its_legend_shows_blocking(
         browser, asgi_server, content, interviewer_login, artifacts):
     session = _live_session(interviewer_login)
-    run = run_services.run_create(session=session, code=session.pad_text,
-                                  requested_by="candidate")
-    _finish(run, "accepted", trace=TRACE,
-            metrics={"speedup": 2.0, "target_speedup": 1.5, "baseline_time": 4.0,
-                     "candidate_time": 2.0})
+    _accepted_run_with_timeline(session)
     candidate = _candidate(browser, asgi_server, session)
     svg = candidate.locator("#run-result svg.timeline")
     expect(svg).to_be_visible()
@@ -313,11 +317,7 @@ def test_a_run_with_its_timeline_never_makes_a_narrow_screen_scroll_sideways(
     """The console at 390 px was 929 px wide once a run's timeline was on it: the
     one-column grid took the timeline's drawn width. The timeline scrolls in its own box."""
     session = _live_session(interviewer_login)
-    run = run_services.run_create(session=session, code=session.pad_text,
-                                  requested_by="candidate")
-    _finish(run, "accepted", trace=TRACE,
-            metrics={"speedup": 2.0, "target_speedup": 1.5, "baseline_time": 4.0,
-                     "candidate_time": 2.0})
+    _accepted_run_with_timeline(session)
     for width in (390, 800):
         console = _console(browser, asgi_server, session, log_in, width=width, height=844)
         candidate = _candidate(browser, asgi_server, session, width=width)

@@ -63,6 +63,22 @@ def _ours() -> set[str]:
             if (c.get("Labels") or {}).get("org.overlap.sandbox.owner") == owner_id()}
 
 
+def _send_endless_job(path: Path, before: set[str]) -> socket.socket:
+    """A worker's connection running a job that burns CPU until stopped, once its
+    sandbox (a container of ours not in `before`) has started."""
+    request = job_request(script_job("while True:\n    pass\n",
+                                     Limits.from_mapping({**FAST, "wall_s": 60})), None)
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.connect(str(path))
+    body = json.dumps(request).encode()
+    conn.sendall(struct.pack(">I", len(body)) + body)
+    deadline = time.monotonic() + 30
+    while not _ours() - before:
+        assert time.monotonic() < deadline, "the job's sandbox never started"
+        time.sleep(0.1)
+    return conn
+
+
 @pytest.fixture
 def daemon(tmp_path, monkeypatch):
     proc, path = _start_daemon(tmp_path)
@@ -233,16 +249,7 @@ def test_a_worker_that_hangs_up_has_its_sandbox_removed_at_once(tmp_path):
     try:
         ours = _ours
         before = ours()
-        request = job_request(script_job("while True:\n    pass\n",
-                                         Limits.from_mapping({**FAST, "wall_s": 60})), None)
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        conn.connect(str(path))
-        body = json.dumps(request).encode()
-        conn.sendall(struct.pack(">I", len(body)) + body)
-        deadline = time.monotonic() + 30
-        while not ours() - before:
-            assert time.monotonic() < deadline, "the job's sandbox never started"
-            time.sleep(0.1)
+        conn = _send_endless_job(path, before)
         time.sleep(1.0)  # the job is burning CPU now
         conn.close()  # the worker's process dies
         hung_up = time.monotonic()
@@ -294,16 +301,7 @@ def test_a_daemon_stopped_mid_job_removes_the_jobs_sandbox(tmp_path):
         pytest.skip(f"docker sandbox unavailable: {get_backend('docker').problem()}")
     proc, path = _start_daemon(tmp_path, env={"OVERLAP_SANDBOX_POOL_SIZE": "0"})
     try:
-        request = job_request(script_job("while True:\n    pass\n",
-                                         Limits.from_mapping({**FAST, "wall_s": 60})), None)
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        conn.connect(str(path))
-        body = json.dumps(request).encode()
-        conn.sendall(struct.pack(">I", len(body)) + body)
-        deadline = time.monotonic() + 30
-        while not _ours():
-            assert time.monotonic() < deadline, "the job's sandbox never started"
-            time.sleep(0.1)
+        conn = _send_endless_job(path, set())
     finally:
         _stop(proc)  # SIGTERM, as compose stops it
     assert not _ours(), "the job's sandbox outlived its daemon"
