@@ -6,4 +6,9 @@ class MonitoringConfig(AppConfig):
     verbose_name = "Health, metrics and system status"
 
     def ready(self) -> None:
-        from monitoring import signals  # noqa: F401  (connects Celery and model signals)
+        # `signals` connects the Celery and model signals. `worker_gate` holds the worker's
+        # consumer step (named by a string in overlap/celery.py): imported here, once, while
+        # the process starts, a worker started in a thread beside the web server's never
+        # resolves it while another thread is still importing it (seen once: "module
+        # 'monitoring.worker_gate' has no attribute 'SandboxGate'").
+        from monitoring import signals, worker_gate  # noqa: F401

@@ -94,11 +94,19 @@ def test_interviewer_and_candidate_type_at_once_and_end_with_the_same_text(
     assert session.pad_updates.filter(role="candidate").exists()
     assert session.pad_updates.filter(role="interviewer", author="Ada Byron").exists()
 
-    # Each side sees the other's named cursor.
-    expect(interviewer.locator(".remote-cursor-name[data-name='Lin Chen']")).to_be_visible()
-    assert "Ada Byron" in candidate.evaluate("window.overlapPad.peers()")
-    candidate.keyboard.press("Control+Home")  # line 1, where the interviewer typed
+    # Each side sees the other's named cursor. The interviewer follows the candidate: once
+    # their own typing has paused, the view catches up with the candidate's cursor at the
+    # end of the file, although the candidate has stopped moving.
+    expect(interviewer.locator(".remote-cursor-name[data-name='Lin Chen']")).to_be_visible(
+        timeout=10_000)
+    # The candidate, at the end of the file, is told where the interviewer is and gets there
+    # in one click; the button goes once the interviewer's cursor is in sight.
+    jump = candidate.locator(".peer-jump[data-name='Ada Byron']")
+    expect(jump).to_have_attribute("data-where", "above")
+    expect(jump).to_contain_text("line 1")
+    jump.click()
     expect(candidate.locator(".remote-cursor-name[data-name='Ada Byron']")).to_be_visible()
+    expect(jump).to_have_count(0)
     interviewer.screenshot(path=str(artifacts / "pad-interviewer-1440.png"))
     candidate.screenshot(path=str(artifacts / "pad-candidate-1440.png"))
 
@@ -155,6 +163,23 @@ def test_following_the_candidate_never_pulls_a_scrolled_view_back(
     candidate.keyboard.type(" and more")
     interviewer.wait_for_timeout(1500)
     assert scroller.evaluate("el => el.scrollTop") == top
+    # Out of sight is not out of mind: a button says where the candidate is, and takes the
+    # interviewer there when asked (following stays off).
+    jump = interviewer.locator(".peer-jump[data-name='Lin Chen']")
+    expect(jump).to_have_attribute("data-where", "below")
+    lines = session.pad_text.count("\n") + 1
+    expect(jump).to_contain_text(f"line {lines}")
+    jump.click()
+    expect(interviewer.locator(".remote-cursor-name[data-name='Lin Chen']")).to_be_in_viewport()
+    expect(jump).to_have_count(0)
+    expect(interviewer.locator("#follow-toggle")).not_to_be_checked()
+    # The name fades once the candidate is still (it covers the line above), and comes
+    # back as soon as they move again.
+    opacity = ("() => { const n = document.querySelector(\".remote-cursor-name"
+               "[data-name='Lin Chen']\"); return n && getComputedStyle(n).opacity; }")
+    interviewer.wait_for_function(f"({opacity})() === '0'", timeout=8_000)
+    candidate.keyboard.type("!")
+    interviewer.wait_for_function(f"({opacity})() === '1'", timeout=3_000)
 
 
 def test_two_tabs_merge_indentation_is_four_spaces_and_the_error_line_is_marked(

@@ -7,7 +7,7 @@
 // not yet confirmed are kept in localStorage (per tab) and sent after a reload or when the
 // connection comes back. Run waits until the server has every change, and refuses offline.
 import { EditorView, basicSetup } from "codemirror";
-import { Decoration, WidgetType, keymap } from "@codemirror/view";
+import { Decoration, keymap } from "@codemirror/view";
 import { ChangeSet, Compartment, EditorState, StateEffect, StateField } from "@codemirror/state";
 import { indentWithTab } from "@codemirror/commands";
 import { indentUnit } from "@codemirror/language";
@@ -15,10 +15,10 @@ import { python } from "@codemirror/lang-python";
 import { collab, getSyncedVersion, receiveUpdates, sendableUpdates } from "@codemirror/collab";
 import { integritySignals } from "./parts/integrity.js";
 import { editorComforts } from "./parts/comforts.js";
+import { colorFor, peerJumps, peerWithRole, peersField, setPeer } from "./parts/peers.js";
 
 const PRESENCE_EVERY_MS = 60;
 const FOLLOW_PAUSE_MS = 4000; // following waits this long after the interviewer's own edit
-const COLORS = 6; // .peer-0 … .peer-5 in site.css (classes, not inline styles: CSP)
 
 // ---- only text the server can store ---------------------------------------------------
 // PostgreSQL cannot store a NUL or half of a surrogate pair, and the server refuses a
@@ -38,67 +38,7 @@ const storableText = EditorState.transactionFilter.of((tr) => {
   return fixes.length ? [tr, { changes: fixes, sequential: true }] : tr;
 });
 
-// ---- remote cursors and selections, each with its owner's name -------------------------
-const setPeer = StateEffect.define();
 const setErrorLine = StateEffect.define();
-
-class CursorWidget extends WidgetType {
-  constructor(name, color) { super(); this.name = name; this.color = color; }
-  eq(other) { return other.name === this.name && other.color === this.color; }
-  // The name is drawn by CSS (::after { content: attr(data-name) }): no text node, so text
-  // committed through the browser's input path (IME, dictation) can never take it along
-  // into the document, and the widget is not editable.
-  toDOM() {
-    const wrap = document.createElement("span");
-    wrap.className = `remote-cursor peer-${this.color}`;
-    wrap.contentEditable = "false";
-    wrap.setAttribute("aria-hidden", "true");
-    const label = document.createElement("span");
-    label.className = "remote-cursor-name";
-    label.dataset.name = this.name;
-    wrap.appendChild(label);
-    return wrap;
-  }
-  ignoreEvent() { return true; }
-}
-
-const peersField = StateField.define({
-  create: () => new Map(),
-  update(peers, tr) {
-    let next = peers;
-    // A peer's positions come from its own copy of the text, which may be ahead of ours:
-    // clamp them before mapping them through our changes.
-    const before = tr.startState.doc.length, after = tr.newDoc.length;
-    if (tr.docChanged && peers.size) {
-      next = new Map();
-      for (const [id, p] of peers) {
-        next.set(id, { ...p, anchor: tr.changes.mapPos(Math.min(p.anchor, before)),
-                       head: tr.changes.mapPos(Math.min(p.head, before)) });
-      }
-    }
-    for (const effect of tr.effects) {
-      if (!effect.is(setPeer)) continue;
-      if (next === peers) next = new Map(peers);
-      const p = effect.value;
-      if (p.anchor == null) next.delete(p.peer);
-      else next.set(p.peer, { ...p, anchor: Math.min(p.anchor, after), head: Math.min(p.head, after) });
-    }
-    return next;
-  },
-  provide: (field) => EditorView.decorations.compute([field], (state) => {
-    const length = state.doc.length;
-    const ranges = [];
-    for (const p of state.field(field).values()) {
-      const anchor = Math.min(p.anchor, length), head = Math.min(p.head, length);
-      const from = Math.min(anchor, head), to = Math.max(anchor, head);
-      if (from < to) {
-        ranges.push(Decoration.mark({ class: `remote-selection peer-${p.color}` }).range(from, to));
-      }
-      ranges.push(Decoration.widget({ widget: new CursorWidget(p.name, p.color), side: 1 }).range(head));
-    }
-    return Decoration.set(ranges, true);
-  }),
-});
 
 const errorLineField = StateField.define({
   create: () => Decoration.none,
@@ -124,11 +64,6 @@ function randomId() {
   const bytes = new Uint8Array(9);
   crypto.getRandomValues(bytes);
   return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-}
-function colorFor(name) {
-  let hash = 0;
-  for (const ch of name) hash = (hash * 31 + ch.charCodeAt(0)) >>> 0;
-  return hash % COLORS;
 }
 function el(tag, className, text) {
   const node = document.createElement(tag);
@@ -243,6 +178,10 @@ function setup(host) {
   function createEditor(hello) {
     const pending = readPending();
     const form = document.getElementById("run-form");
+    // Under the editor (outside the box that scrolls): who is out of sight, and where.
+    const jumpBar = el("div", "peer-jumps");
+    jumpBar.setAttribute("aria-label", "People whose cursors are out of sight");
+    host.after(jumpBar);
     const extensions = [
       keymap.of([{ key: "Mod-Enter", preventDefault: true, run: () => { if (form) form.requestSubmit(); return true; } }, indentWithTab]),
       basicSetup,
@@ -255,6 +194,7 @@ function setup(host) {
       collab({ startVersion: hello.version, clientID }),
       storableText,
       peersField,
+      peerJumps(jumpBar),
       errorLineField,
       comforts.extension,
       signals ? signals.extension : [],
@@ -288,12 +228,27 @@ function setup(host) {
     const toggle = document.getElementById("follow-toggle");
     if (!toggle) return;
     toggle.checked = follow;
-    toggle.addEventListener("change", () => { follow = toggle.checked; });
+    toggle.addEventListener("change", () => { follow = toggle.checked; followNow(); });
     // Scrolling by hand always wins: following stops, nothing pulls the view back.
     const stop = () => { if (follow) { follow = false; toggle.checked = false; } };
     view.scrollDOM.addEventListener("wheel", stop, { passive: true });
     view.scrollDOM.addEventListener("touchmove", stop, { passive: true });
     view.scrollDOM.addEventListener("keydown", (e) => { if (["PageUp", "PageDown"].includes(e.key)) stop(); });
+  }
+
+  // Following never pulls the view away from where the interviewer is typing: it waits
+  // until they have been still for a few seconds, then catches up with the candidate's
+  // cursor (even if the candidate has stopped moving by then).
+  let followTimer = null;
+  function followNow() {
+    if (followTimer) { clearTimeout(followTimer); followTimer = null; }
+    if (!view || !follow) return;
+    const still = Date.now() - ownActivityAt;
+    if (still < FOLLOW_PAUSE_MS) { followTimer = setTimeout(followNow, FOLLOW_PAUSE_MS - still + 20); return; }
+    const candidate = peerWithRole(view.state, "candidate");
+    if (!candidate) return;
+    const head = Math.min(candidate.head, view.state.doc.length);
+    view.dispatch({ effects: EditorView.scrollIntoView(head, { y: "nearest" }) });
   }
 
   function onPresence(message) {
@@ -302,13 +257,7 @@ function setup(host) {
       peer: message.peer, name: message.name, role: message.role,
       anchor: message.anchor, head: message.head, color: colorFor(message.name || "?"),
     }) });
-    // Following never pulls the view away from where the interviewer is typing: it waits
-    // until they have been still for a few seconds.
-    const typing = Date.now() - ownActivityAt < FOLLOW_PAUSE_MS;
-    if (follow && !typing && message.role === "candidate" && message.head != null) {
-      const head = Math.min(message.head, view.state.doc.length);
-      view.dispatch({ effects: EditorView.scrollIntoView(head, { y: "nearest" }) });
-    }
+    if (message.role === "candidate" && message.head != null) followNow();
   }
 
   function onMessage(event) {
@@ -475,7 +424,7 @@ function setup(host) {
     synced,
     version: () => (view ? getSyncedVersion(view.state) : -1),
     peers: () => (view ? Array.from(view.state.field(peersField).values()).map((p) => p.name) : []),
-    setFollow: (value) => { follow = value; },
+    setFollow: (value) => { follow = value; followNow(); },
   };
   connect();
 }
