@@ -189,11 +189,19 @@ def _label(obj) -> str:
     return getattr(obj, "__qualname__", None) or getattr(obj, "__name__", repr(obj))
 
 
+# Names the interpreter itself writes into a module's globals: `warnings` records there
+# which warnings a module's code already gave (a warning raised through the runtime's code
+# on the program's behalf, "coroutine was never awaited" in a thread's own loop, say).
+_BOOKKEEPING = frozenset({"__warningregistry__"})
+
+
 def _identities(obj) -> dict[str, int]:
     """What ``obj`` binds, by identity (a module's globals, a class's attributes), and
     for each function among them its code, defaults and closure."""
     found = {}
     for name, value in list(vars(obj).items()):
+        if name in _BOOKKEEPING:
+            continue
         found[name] = id(value)
         function = getattr(value, "__func__", value)
         if isinstance(function, types.FunctionType):

@@ -21,6 +21,7 @@ import inspect
 import logging
 import os
 import sys
+import threading
 import traceback
 from collections import namedtuple
 from dataclasses import dataclass
@@ -104,6 +105,19 @@ def test_what_the_standard_library_does_for_a_program_is_not_reaching_in(tmp_pat
     result = _grade(tmp_path, LEGITIMATE.strip())
     assert result["verdict"] == "accepted", result["message"]
     assert "shown, then handled" in result["stderr"]
+
+
+def test_a_warning_the_runtime_gives_for_the_program_is_not_reaching_in(tmp_path):
+    # asyncio.run in a thread refuses (the thread shares the running loop) and the
+    # coroutine it was given is never awaited: Python's warning names the runtime's thread
+    # wrapper, and `warnings` records it in that module's globals. Not the program's doing.
+    snippet = (
+        "thread = threading.Thread(target=lambda: asyncio.run(asyncio.sleep(0)))\n"
+        "        thread.start()\n        thread.join()"
+    )
+    result = _grade(tmp_path, snippet)
+    assert result["verdict"] == "accepted", result["message"]
+    assert "cannot be called from a running event loop" in result["stderr"]
 
 
 def test_a_failed_task_dropped_before_the_end_still_fails_the_run(tmp_path):
