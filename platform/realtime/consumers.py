@@ -15,6 +15,7 @@ Server → client:
   {"type": "chat", "message"} · {"type": "state", …} · {"type": "hint", "number"}
   {"type": "run", "id", "status"}  (a run of the session was queued, started or finished)
   {"type": "clock"}  (the interviewer extended or paused the time: fetch the timer again)
+  {"type": "joined"}  (someone opened the pad: send your presence, so they see you)
   {"type": "integrity", "id", "kind"}  (interviewers only: a paste or an absence)
 
 The candidate's connection is opened with the session token; it receives only what the
@@ -56,6 +57,7 @@ CANDIDATE_EVENTS = {
     "revoked": (),
     "run": ("id", "status"),  # a run's status changed: the page fetches what it may see
     "clock": (),  # the time left changed (extended, paused): the page fetches its timer
+    "joined": (),  # someone opened the pad: the others say where their cursors are
 }
 INTERVIEWER_EVENTS = {**CANDIDATE_EVENTS, "readonly": ("interviewer_readonly",),
                       "integrity": ("id", "kind")}
@@ -159,6 +161,10 @@ class PadConsumer(AsyncWebsocketConsumer):
         except ValueError:
             since = -1
         await self._send(await self._hello(since))
+        # Whoever is already here says where they are (a cursor is otherwise only sent
+        # when it moves): the newcomer sees at once who is in the pad.
+        await self.channel_layer.group_send(self.group, {
+            "type": "pad.event", "kind": "joined", "origin": self.channel_name, "data": {}})
 
     async def disconnect(self, code):
         self.closed = True

@@ -256,3 +256,33 @@ def test_a_runs_verdict_is_pushed_to_the_candidates_page_not_waited_for(
     too_slow = "Correct, but not fast enough"  # the starter, as it stands in the pad
     expect(candidate.locator("#run-result .verdict")).to_have_text(too_slow, timeout=90_000)
     expect(interviewer.locator("#runs .verdict")).to_have_text(too_slow, timeout=10_000)
+
+
+def test_the_console_says_whether_the_candidate_is_in_the_pad(
+        browser, asgi_server, content, interviewer_login, log_in):
+    session = _live_session(interviewer_login)
+    interviewer = browser.new_context(bypass_csp=True).new_page()
+    log_in(interviewer, asgi_server, "ada")
+    interviewer.goto(f"{asgi_server}/sessions/{session.pk}/")
+    _wait_synced(interviewer)
+    people = interviewer.locator("#pad-people")
+    expect(people).to_have_text("Lin Chen is not in the pad")
+    expect(people).to_have_attribute("data-candidate", "away")
+
+    # The candidate opens the link and touches nothing: the console knows at once.
+    candidate_context = browser.new_context(bypass_csp=True)
+    candidate = candidate_context.new_page()
+    candidate.goto(f"{asgi_server}/c/{session.token}/")
+    _wait_synced(candidate)
+    expect(people).to_have_text("Lin Chen is in the pad", timeout=3_000)
+    expect(people).to_have_attribute("data-candidate", "here")
+
+    # An interviewer who reloads the console (or opens it late) sees it too, although
+    # the candidate has not moved since: the candidate's page answers the newcomer.
+    interviewer.reload()
+    _wait_synced(interviewer)
+    expect(people).to_have_text("Lin Chen is in the pad", timeout=3_000)
+
+    # The candidate closes the tab.
+    candidate_context.close()
+    expect(people).to_have_text("Lin Chen is not in the pad", timeout=5_000)

@@ -85,6 +85,38 @@ def test_typing_reaches_the_other_side_and_a_stale_push_is_refused(live_session,
     assert live_session.pad_text.startswith("# hi") and live_session.pad_version == 1
 
 
+def test_a_newcomer_is_announced_so_that_the_others_say_where_they_are(
+        live_session, staff_client):
+    async def scenario():
+        cand = _candidate(live_session)
+        await cand.connect()
+        await _next(cand, "hello")
+        staff = _interviewer(live_session, staff_client)
+        await staff.connect()
+        await _next(staff, "hello")
+        # The candidate's page hears that someone opened the pad (and nothing else of
+        # them), answers with its cursor, and the newcomer sees the candidate is here.
+        assert await _next(cand, "joined") == {"type": "joined"}
+        await cand.send_json_to({"type": "presence", "anchor": 0, "head": 0})
+        presence = await _next(staff, "presence")
+        assert (presence["role"], presence["name"]) == ("candidate", "Lin")
+        # A second candidate tab is announced to the interviewer too; nobody hears of
+        # their own arrival.
+        second = _candidate(live_session)
+        await second.connect()
+        await _next(second, "hello")
+        assert await _next(staff, "joined") == {"type": "joined"}
+        assert await second.receive_nothing(timeout=0.5)
+        # Gone: the others hear its cursor is no more.
+        await cand.disconnect()
+        gone = await _next(staff, "presence")
+        assert gone["name"] == "Lin" and gone["anchor"] is None
+        await second.disconnect()
+        await staff.disconnect()
+
+    async_to_sync(scenario)()
+
+
 def test_a_reconnecting_tab_gets_the_text_at_its_version_and_what_it_missed(live_session):
     from interviews import pad
 

@@ -15,7 +15,7 @@ import { python } from "@codemirror/lang-python";
 import { collab, getSyncedVersion, receiveUpdates, sendableUpdates } from "@codemirror/collab";
 import { integritySignals } from "./parts/integrity.js";
 import { editorComforts } from "./parts/comforts.js";
-import { colorFor, peerJumps, peerWithRole, peersField, setPeer } from "./parts/peers.js";
+import { colorFor, peerJumps, peerWithRole, peersField, presenceLine, setPeer } from "./parts/peers.js";
 
 const PRESENCE_EVERY_MS = 60;
 const FOLLOW_PAUSE_MS = 4000; // following waits this long after the interviewer's own edit
@@ -182,6 +182,7 @@ function setup(host) {
     const jumpBar = el("div", "peer-jumps");
     jumpBar.setAttribute("aria-label", "People whose cursors are out of sight");
     host.after(jumpBar);
+    const people = document.getElementById("pad-people"); // the console's "who is here"
     const extensions = [
       keymap.of([{ key: "Mod-Enter", preventDefault: true, run: () => { if (form) form.requestSubmit(); return true; } }, indentWithTab]),
       basicSetup,
@@ -195,6 +196,7 @@ function setup(host) {
       storableText,
       peersField,
       peerJumps(jumpBar),
+      people ? presenceLine(people, people.dataset.candidateName || "The candidate") : [],
       errorLineField,
       comforts.extension,
       signals ? signals.extension : [],
@@ -289,6 +291,7 @@ function setup(host) {
         else push();
         break;
       case "presence": onPresence(message); break;
+      case "joined": presenceSoon(); break; // a newcomer: tell them where we are
       case "chat": chat.add(message.message); break;
       case "refused": show(message.message, "error"); break;
       case "readonly":

@@ -170,3 +170,26 @@ export function peerJumps(bar) {
     }
   });
 }
+
+// ---- who is in the pad (the console) --------------------------------------------------
+/** Keeps `element` saying whether the candidate has the pad open, and who else is here.
+ * Everyone's page says where its cursor is when it connects and when someone else does,
+ * and the server says when a page has gone, so this is known without anyone typing. */
+export function presenceLine(element, candidateName) {
+  const render = (state) => {
+    const peers = Array.from(state.field(peersField).values());
+    const here = peers.some((p) => p.role === "candidate");
+    const others = [...new Set(peers.filter((p) => p.role !== "candidate").map((p) => p.name))];
+    const text = `${candidateName} ${here ? "is in the pad" : "is not in the pad"}`
+      + (others.length ? ` · also here: ${others.join(", ")}` : "");
+    if (element.textContent === text) return; // read out once, not on every keystroke
+    element.textContent = text;
+    element.dataset.candidate = here ? "here" : "away";
+  };
+  return ViewPlugin.fromClass(class {
+    constructor(view) { render(view.state); }
+    update(update) {
+      if (update.startState.field(peersField) !== update.state.field(peersField)) render(update.state);
+    }
+  });
+}
