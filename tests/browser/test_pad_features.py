@@ -220,6 +220,38 @@ def test_font_size_theme_and_split_are_kept_and_the_editor_gets_room(
     assert abs(candidate.locator(".prompt-pane").bounding_box()["width"] - widened) < 4
 
 
+def test_on_a_phone_the_editor_shows_more_columns_and_a_chosen_size_is_kept(
+        browser, asgi_server, content, interviewer_login):
+    session = _session(interviewer_login)
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    phone = context.new_page()
+    phone.goto(f"{asgi_server}/c/{session.token}/")
+    expect(phone.locator(".cm-editor")).to_be_visible()
+    # 12 px by default on a phone, and no fold gutter: 45 columns or more (39 before).
+    expect(phone.locator("#editor .cm-content")).to_have_css("font-size", "12px")
+    expect(phone.locator("#editor-font-size")).to_have_value("12")
+    expect(phone.locator("#editor .cm-foldGutter")).to_be_hidden()
+    columns = phone.evaluate(
+        "() => { const v = window.overlapEditor, style = getComputedStyle(v.contentDOM);"
+        " return (v.contentDOM.clientWidth - parseFloat(style.paddingLeft)"
+        " - parseFloat(style.paddingRight)) / v.defaultCharacterWidth; }")
+    print(f"columns on a 390-px phone: {columns:.1f}")
+    assert columns >= 45, columns
+    assert phone.evaluate("document.documentElement.scrollWidth") <= 390
+
+    # A theme chosen on the phone does not make the phone's size the person's choice...
+    phone.select_option("#editor-theme", "dark")
+    desk = context.new_page()
+    desk.set_viewport_size({"width": 1440, "height": 900})
+    desk.goto(f"{asgi_server}/c/{session.token}/")
+    expect(desk.locator("#editor .cm-content")).to_have_css("font-size", "14px")
+    desk.close()
+    # ...and a size chosen on the phone is kept there.
+    phone.select_option("#editor-font-size", "16")
+    phone.reload()
+    expect(phone.locator("#editor .cm-content")).to_have_css("font-size", "16px")
+
+
 def test_a_revoked_or_wrong_link_gets_a_helpful_page_and_the_lobby_stops_waiting(
         browser, asgi_server, content, interviewer_login):
     session = services.session_create(interviewer=interviewer_login,

@@ -11,18 +11,32 @@ const KEY = "overlap:editor-settings";
 const SIZES = [12, 13, 14, 15, 16, 18, 20, 22, 24];
 const DEFAULTS = { fontSize: 14, theme: "light" };
 
-export function loadSettings() {
-  try {
-    const saved = JSON.parse(localStorage.getItem(KEY) || "{}");
-    const fontSize = SIZES.includes(saved.fontSize) ? saved.fontSize : DEFAULTS.fontSize;
-    const theme = saved.theme === "dark" ? "dark" : "light";
-    return { ...saved, fontSize, theme };
-  } catch { return { ...DEFAULTS }; }
+// On a phone-sized screen the default is smaller: about 47 columns instead of 39 on a
+// 390-px screen. A size the person chose is always kept.
+const NARROW = "(max-width: 600px)";
+const NARROW_FONT_SIZE = 12;
+function defaultFontSize() {
+  return window.matchMedia && window.matchMedia(NARROW).matches ? NARROW_FONT_SIZE : DEFAULTS.fontSize;
 }
+
+function saved() {
+  try {
+    const value = JSON.parse(localStorage.getItem(KEY) || "{}");
+    return value && typeof value === "object" ? value : {};
+  } catch { return {}; }
+}
+function settingsFrom(chosen) {
+  const fontSize = SIZES.includes(chosen.fontSize) ? chosen.fontSize : defaultFontSize();
+  const theme = chosen.theme === "dark" ? "dark" : "light";
+  return { ...chosen, fontSize, theme };
+}
+export function loadSettings() { return settingsFrom(saved()); }
+// Only what the person chose is kept (a theme picked on a phone does not make the phone's
+// default size theirs on a desktop).
 export function saveSettings(changes) {
-  const next = { ...loadSettings(), ...changes };
-  try { localStorage.setItem(KEY, JSON.stringify(next)); } catch { /* private mode: this page only */ }
-  return next;
+  const chosen = { ...saved(), ...changes };
+  try { localStorage.setItem(KEY, JSON.stringify(chosen)); } catch { /* private mode: this page only */ }
+  return settingsFrom(chosen);
 }
 
 const darkColors = { background: "#1e2127", text: "#dfe3ea", gutter: "#262a31", muted: "#8a93a3", selection: "#3a4a66", cursor: "#f5f7fa" };
