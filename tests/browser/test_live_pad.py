@@ -286,3 +286,36 @@ def test_the_console_says_whether_the_candidate_is_in_the_pad(
     # The candidate closes the tab.
     candidate_context.close()
     expect(people).to_have_text("Lin Chen is not in the pad", timeout=5_000)
+
+
+def test_a_message_while_the_chat_is_out_of_sight_is_announced_and_one_click_away(
+        browser, asgi_server, content, interviewer_login, log_in):
+    session = _live_session(interviewer_login)
+    interviewer, candidate = _open_pads(browser, asgi_server, session, log_in)
+    chat = interviewer.locator("section.chat")
+    expect(chat).not_to_be_in_viewport()  # below the editor and the runs at 1440x1000
+    notice = interviewer.locator(".chat-unread")
+
+    candidate.fill("#chat-input", "Can I use asyncio.gather here?")
+    candidate.press("#chat-input", "Enter")
+    expect(notice).to_have_text("New message · Lin Chen: Can I use asyncio.gather here?")
+    candidate.fill("#chat-input", "Or TaskGroup?")
+    candidate.press("#chat-input", "Enter")
+    expect(notice).to_have_text("2 new messages · Lin Chen: Or TaskGroup?")
+    expect(notice).to_be_in_viewport()
+
+    notice.click()
+    expect(chat).to_be_in_viewport()
+    expect(interviewer.locator("#chat-input")).to_be_focused()
+    expect(notice).to_have_count(0)
+    expect(interviewer.locator("#chat-log")).to_contain_text("Or TaskGroup?")
+
+    # With the chat in sight, a message needs no notice; nor does one's own.
+    candidate.fill("#chat-input", "Thanks!")
+    candidate.press("#chat-input", "Enter")
+    expect(interviewer.locator("#chat-log")).to_contain_text("Thanks!")
+    interviewer.fill("#chat-input", "Either works.")
+    interviewer.press("#chat-input", "Enter")
+    expect(interviewer.locator("#chat-log")).to_contain_text("Either works.")
+    interviewer.wait_for_timeout(500)
+    expect(notice).to_have_count(0)

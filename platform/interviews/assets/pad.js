@@ -292,7 +292,7 @@ function setup(host) {
         break;
       case "presence": onPresence(message); break;
       case "joined": presenceSoon(); break; // a newcomer: tell them where we are
-      case "chat": chat.add(message.message); break;
+      case "chat": chat.add(message.message, true); break;
       case "refused": show(message.message, "error"); break;
       case "readonly":
         if (role === "interviewer" && message.interviewer_readonly != null) applyReadonly(message.interviewer_readonly);
@@ -359,7 +359,39 @@ function setup(host) {
     const log = document.getElementById("chat-log");
     const chatForm = document.getElementById("chat-form");
     const seen = new Set();
-    function add(m) {
+    // A message from the other side while the chat is out of sight (it sits below the
+    // editor and the runs): a notice at the bottom of the window says who wrote what, and
+    // takes you to the chat. It goes once the chat is in sight.
+    const section = log && log.closest(".chat");
+    let inSight = true, unread = 0, notice = null;
+    function clearNotice() {
+      unread = 0;
+      if (notice) { notice.remove(); notice = null; }
+    }
+    if (section && "IntersectionObserver" in window) {
+      new IntersectionObserver((entries) => {
+        inSight = entries.some((entry) => entry.isIntersecting);
+        if (inSight) clearNotice();
+      }, { threshold: 0.25 }).observe(section);
+    }
+    function tell(m) {
+      if (inSight || !section) return;
+      unread += 1;
+      if (!notice) {
+        notice = el("button", "chat-unread");
+        notice.type = "button";
+        notice.addEventListener("click", () => {
+          section.scrollIntoView({ block: "center" });
+          const input = document.getElementById("chat-input");
+          if (input) input.focus({ preventScroll: true });
+          clearNotice();
+        });
+        document.body.appendChild(notice);
+      }
+      const text = m.text.length > 90 ? `${m.text.slice(0, 89)}…` : m.text;
+      notice.textContent = `${unread === 1 ? "New message" : `${unread} new messages`} · ${m.author}: ${text}`;
+    }
+    function add(m, live) {
       if (!log || !m || seen.has(m.id)) return;
       seen.add(m.id);
       const item = el("li", `chat-message chat-${m.role}`);
@@ -367,9 +399,12 @@ function setup(host) {
       item.append(el("strong", "chat-author", m.author), el("time", "muted small", when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })), el("p", "chat-text", m.text));
       log.appendChild(item);
       log.scrollTop = log.scrollHeight;
-      if (m.role !== role) document.dispatchEvent(new CustomEvent("overlap:chat", { detail: m }));
+      if (m.role !== role) {
+        document.dispatchEvent(new CustomEvent("overlap:chat", { detail: m }));
+        if (live) tell(m);
+      }
     }
-    function reset(messages) { messages.forEach(add); }
+    function reset(messages) { messages.forEach((m) => add(m, false)); }
     if (chatForm) {
       chatForm.addEventListener("submit", (e) => {
         e.preventDefault();
