@@ -248,9 +248,7 @@ function setup(host) {
     const still = Date.now() - ownActivityAt;
     if (still < FOLLOW_PAUSE_MS) { followTimer = setTimeout(followNow, FOLLOW_PAUSE_MS - still + 20); return; }
     const candidate = peerWithRole(view.state, "candidate");
-    if (!candidate) return;
-    const head = Math.min(candidate.head, view.state.doc.length);
-    view.dispatch({ effects: EditorView.scrollIntoView(head, { y: "nearest" }) });
+    if (candidate) view.dispatch({ effects: EditorView.scrollIntoView(candidate.head, { y: "nearest" }) });
   }
 
   function onPresence(message) {

@@ -132,13 +132,15 @@ export function peerJumps(bar) {
     }
     read() {
       const { view } = this;
-      const band = visibleBand(view);
+      const peers = view.state.field(peersField);
       const out = [];
+      if (!peers.size) return out; // alone: no layout to read on every keystroke
+      const band = visibleBand(view);
       if (band.bottom <= band.top) return out; // the editor itself is out of sight
-      for (const p of view.state.field(peersField).values()) {
-        const head = Math.min(p.head, view.state.doc.length);
-        const where = whereIs(view, head, band);
-        if (where) out.push({ ...p, head, where, line: view.state.doc.lineAt(head).number });
+      // (peersField keeps every head inside the document.)
+      for (const p of peers.values()) {
+        const where = whereIs(view, p.head, band);
+        if (where) out.push({ ...p, where, line: view.state.doc.lineAt(p.head).number });
       }
       return out;
     }
@@ -156,9 +158,7 @@ export function peerJumps(bar) {
         button.title = `Show ${p.name}'s cursor (line ${p.line}, ${p.where})`;
         button.addEventListener("click", () => {
           const now = this.view.state.field(peersField).get(p.peer);
-          if (!now) return;
-          const head = Math.min(now.head, this.view.state.doc.length);
-          this.view.dispatch({ effects: EditorView.scrollIntoView(head, { y: "center" }) });
+          if (now) this.view.dispatch({ effects: EditorView.scrollIntoView(now.head, { y: "center" }) });
         });
         return button;
       }));
