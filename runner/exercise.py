@@ -105,6 +105,12 @@ class GpuExercise:
     components(job) -> {name: fn}               pieces of the work, each timed alone
     best_time(reference, seconds) -> float      the shortest time any correct program can
                                                 take, from the components' median times
+    serial_time(reference, seconds) -> float    optional: the time of the same work with
+                                                no overlap and no host waits either (from
+                                                the components): the zero point of overlap,
+                                                so a program that only stops the host
+                                                waiting hides nothing; without it the
+                                                baseline's time is the zero point
     work(run) -> {name: count}                  work done through the harness
     prepare(device_type) -> None                optional: host-side work every run on a
                                                 "cuda" or "cpu" device shares (data made
@@ -122,13 +128,15 @@ class GpuExercise:
     config: Any  # the sizes on a GPU
     cpu_config: Any  # small sizes, for running the same path on a CPU (tests)
     target_overlap: float = 0.5  # share of the hideable time the candidate must hide
-    min_bound: float = 1.15  # below this the GPU cannot tell designs apart: refuse to grade
+    min_bound: float = 1.15  # bound / zero point below this: the GPU cannot tell designs
+    # apart, refuse to grade
     bound_margin: float = 0.15  # allowance for noise before a speedup is implausible
     bound_note: str = ""
     trials: int = 7
     warmups: int = 1
     component_trials: int = 9
     prepare: Callable | None = None
+    serial_time: Callable | None = None
     entry_class: str = "Trainer"
     entry_method: str = "train"
     time_limit_factor: float = 20.0  # a run may take this many times the reference's time

@@ -190,20 +190,25 @@ def bound_speedup(baseline_seconds: float, best_seconds: float) -> float:
     return baseline_seconds / best_seconds if best_seconds > 0 else float("inf")
 
 
-def overlap_fraction(speedup: float, bound: float) -> float | None:
-    """How much of the time that overlap can hide was hidden: 0 = none (the baseline's
-    time), 1 = all of it (the bound). None when nothing can be hidden (bound <= 1)."""
-    if bound <= 1 or speedup <= 0:
+def overlap_fraction(speedup: float, bound: float, zero: float = 1.0) -> float | None:
+    """How much of the time that overlap can hide was hidden: 0 = none (the time of the
+    zero point, speedup ``zero``), 1 = all of it (the bound). The zero point is the
+    baseline (``zero`` 1.0) or the same work with no overlap and no host waits either
+    (``zero`` = baseline / that time): removing waits is not overlap. None when nothing
+    can be hidden (bound <= zero)."""
+    zero = max(1.0, zero)
+    if bound <= zero or speedup <= 0:
         return None
-    return (1 - 1 / speedup) / (1 - 1 / bound)
+    return (1 / zero - 1 / speedup) / (1 / zero - 1 / bound)
 
 
-def target_for(bound: float, fraction: float) -> float:
+def target_for(bound: float, fraction: float, zero: float = 1.0) -> float:
     """The speedup that hides ``fraction`` of the hideable time (the inverse of
     ``overlap_fraction``)."""
-    if bound <= 1:
-        return 1.0
-    return 1 / (1 - fraction * (1 - 1 / bound))
+    zero = max(1.0, zero)
+    if bound <= zero:
+        return zero
+    return 1 / (1 / zero - fraction * (1 / zero - 1 / bound))
 
 
 def implausible_speedup(speedup: float, bound: float, margin: float) -> str | None:

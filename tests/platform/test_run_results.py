@@ -76,3 +76,17 @@ def test_output_postgres_cannot_store_is_kept_readable_and_the_run_is_saved(
     assert run.result["error"]["traceback"] == shown
     assert run.result["message"] == f"ValueError: {shown}"
     assert client.get(f"/c/{live_session.token}/runs/{run.pk}/").status_code == 200
+
+
+def test_a_gpu_result_shows_the_no_overlap_speedup_beside_the_target(
+    client, live_session, monkeypatch
+):
+    result = make_result(exercise="x", verdict="too_slow", message="slow")
+    result["metrics"].update(speedup=1.42, target_speedup=1.71, bound_speedup=2.1,
+                             zero_speedup=1.38, serial_time=0.36)  # fmt: skip
+    _grade_returning(monkeypatch, result)
+    run = _run(live_session)
+    services.run_execute(run_id=run.pk)
+    page = client.get(f"/c/{live_session.token}/runs/{run.pk}/").content.decode()
+    assert "1.42× speedup" in page
+    assert "(target 1.71×, no overlap 1.38×, best possible 2.10×)" in page

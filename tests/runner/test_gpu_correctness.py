@@ -154,7 +154,7 @@ def test_the_reference_solution_is_correct(exercise):
     assert metrics["clock"] == "perf_counter" and metrics["device"] == "cpu"
     assert metrics["order"] == "A B A B A B"  # one warm-up pair, two trials
     assert set(metrics["speedup_spread"]) == {"median", "q1", "q3", "min", "max", "n"}
-    assert set(metrics["components"]) == {"copy_epoch", "compute_epoch"}
+    assert set(metrics["components"]) == {"copy_epoch", "compute_epoch", "serial_epoch"}
     lanes = result["trace"]["candidate"]["lanes"]
     ops = {span["op"] for span in result["trace"]["baseline"]["spans"]}
     assert lanes == ["training stream"] and ops == {"train", "validate"}

@@ -162,6 +162,25 @@ def test_target_and_overlap_are_inverse_views_of_the_same_number():
     assert timing.overlap_fraction(1.2, 1.0) is None  # nothing to hide
 
 
+def test_with_a_zero_point_removing_waits_alone_counts_as_no_overlap():
+    # The baseline takes 14 s; the same work with no host waits and no overlap 10 s
+    # (zero point 1.4x); the best possible 7 s (bound 2x).
+    zero, bound = 14 / 10, 14 / 7
+    assert timing.overlap_fraction(zero, bound, zero) == pytest.approx(0.0)
+    assert timing.overlap_fraction(bound, bound, zero) == pytest.approx(1.0)
+    target = timing.target_for(bound, 0.5, zero)
+    assert target == pytest.approx(14 / 8.5)  # half of the 3 s overlap can hide
+    assert timing.overlap_fraction(target, bound, zero) == pytest.approx(0.5)
+    # Without the zero point, the same speedup would count as two thirds overlapped.
+    assert timing.overlap_fraction(zero, bound) == pytest.approx(4 / 7)
+    assert timing.target_for(bound, 0.5) < zero
+    # A zero point slower than the baseline is the baseline; one at the bound leaves
+    # nothing to hide.
+    assert timing.target_for(bound, 0.5, 0.9) == timing.target_for(bound, 0.5)
+    assert timing.target_for(bound, 0.5, bound) == bound
+    assert timing.overlap_fraction(1.9, bound, bound) is None
+
+
 def test_a_speedup_above_the_bound_beyond_the_noise_margin_is_implausible():
     assert timing.implausible_speedup(1.7, 1.5, margin=0.15) is None
     reason = timing.implausible_speedup(2.0, 1.5, margin=0.15)
