@@ -361,6 +361,37 @@ def test_the_latest_verdict_is_at_the_top_of_the_console_and_follows_each_run(
     expect(console.locator("#runs")).to_be_in_viewport()
 
 
+def test_deep_in_the_rubric_the_interviewer_still_reaches_the_run_and_the_chat(
+        browser, asgi_server, content, interviewer_login, log_in):
+    """On a laptop's window the live pane (code, Run, the latest run, chat) is taller than
+    the window: with the rubric scrolled to the top of the window, the pane keeps to the
+    window and scrolls on its own, so the verdict and the chat come into view while the
+    rubric stays where it was."""
+    session = _live_session(interviewer_login)
+    _accepted_run_with_timeline(session)
+    console = _console(browser, asgi_server, session, log_in, width=1440, height=900)
+    # The first screen: the candidate link, invitation included, takes one row and an
+    # empty integrity log one line, so the shared code starts in the window's upper half
+    # (575 px down before).
+    editor = console.locator("#editor").bounding_box()
+    assert editor and editor["y"] < 500, editor
+    console.evaluate("document.querySelector('#rubric').scrollIntoView({block: 'start'})")
+    console.wait_for_timeout(200)
+    at = console.evaluate("window.scrollY")
+    criterion = console.locator("#rubric fieldset").first
+    expect(criterion).to_be_in_viewport()
+    expect(console.locator(".cm-editor")).to_be_in_viewport()  # the code is in view
+    expect(console.locator("#chat-input")).not_to_be_in_viewport()
+    pane = console.locator(".live-pane")
+    box = pane.bounding_box()
+    assert box and box["height"] <= 900, box  # the pane keeps to the window
+    pane.evaluate("pane => pane.scrollBy(0, pane.scrollHeight)")  # its scroll bar, dragged down
+    expect(console.locator("#chat-input")).to_be_in_viewport()
+    expect(console.locator("#runs .verdict").first).to_be_in_viewport()
+    expect(criterion).to_be_in_viewport()
+    assert console.evaluate("window.scrollY") == at  # the page itself did not move
+
+
 def test_the_printed_scorecard_holds_the_whole_chat(
         browser, asgi_server, content, interviewer_login, log_in, artifacts):
     session = _live_session(interviewer_login)

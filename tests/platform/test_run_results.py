@@ -88,5 +88,5 @@ def test_a_gpu_result_shows_the_no_overlap_speedup_beside_the_target(
     run = _run(live_session)
     services.run_execute(run_id=run.pk)
     page = client.get(f"/c/{live_session.token}/runs/{run.pk}/").content.decode()
-    assert "1.42× speedup" in page
-    assert "(target 1.71×, no overlap 1.38×, best possible 2.10×)" in page
+    assert "1.42\u00d7 speedup" in page
+    assert "(target 1.71\u00d7, no overlap 1.38\u00d7, best possible 2.10\u00d7)" in page
