@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import math
 import random
 import selectors
 import threading
@@ -79,10 +80,12 @@ class _Selector(selectors.SelectSelector):
 
     def _next_timer(self) -> int | None:
         # CPython-private: BaseEventLoop keeps its timers in the heap ``_scheduled``.
-        scheduled = [h for h in self.loop._scheduled if not h.cancelled()]
-        if not scheduled:
+        # A timer at infinity (``asyncio.sleep(math.inf)``) or NaN never fires: no timer.
+        whens = [h.when() for h in self.loop._scheduled if not h.cancelled()]
+        whens = [when for when in whens if math.isfinite(when)]
+        if not whens:
             return None
-        return max(self.runtime.now, round(min(h.when() for h in scheduled) * TICKS_PER_SECOND))
+        return max(self.runtime.now, round(min(whens) * TICKS_PER_SECOND))
 
 
 class _Future(asyncio.Future):

@@ -100,7 +100,7 @@ def run(runtime: Runtime, hello: dict) -> dict:
             if inspect.isawaitable(returned):
                 main = loop.create_task(_await(returned))
                 returned = loop.run_until_complete(main)
-            end["value"] = runtime.encode(returned)
+            end["value"] = runtime.encode_returned(returned)
     except Stopped as stopped:
         end["stopped"] = stopped.reason
     except BaseException as exc:  # the candidate's own error, whatever it is
@@ -187,7 +187,12 @@ def _message(exc: BaseException, line: int | None) -> str:
     where = f" (line {line})" if line else ""
     if isinstance(exc, SystemExit):
         return f"the program called exit(){where}"
-    text = str(exc)
+    try:
+        text = str(exc)
+    except BaseException:  # its own __str__ failed: say so, not why
+        text = "<the exception's str() failed>"
+    if not isinstance(text, str):
+        text = ""
     return f"{type(exc).__name__}{where}: {text}" if text else f"{type(exc).__name__}{where}"
 
 

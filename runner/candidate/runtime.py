@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 
-from runner.protocol import Channel
+from runner.protocol import MAX_DEPTH, MAX_ITEMS, MAX_STRING, Channel
 
 TICKS_PER_SECOND = 1_000_000
+MAX_INT = 1 << 62  # the wire's bound on an integer (runner.protocol.check_value)
 
 
 class Stopped(BaseException):
@@ -163,20 +165,51 @@ class Runtime:
 
     # -- values ----------------------------------------------------------------
 
-    def encode(self, value):
-        if value is None or isinstance(value, bool | int | float | str):
+    def encode(self, value, depth: int = 0):
+        """A value of the program's as the wire carries it. What the wire cannot carry
+        (a number that is not finite or too large, a string or list past the bounds,
+        nesting too deep) raises here, in the program, where it called: a ValueError or
+        OverflowError it can catch, as a real library's bad argument would."""
+        if depth > MAX_DEPTH:
+            raise ValueError(f"a value nested more than {MAX_DEPTH} deep cannot be passed")
+        if value is None or isinstance(value, bool):
+            return bool(value) if value is not None else None
+        # Subclasses are sent as the plain value they hold (their own methods not asked).
+        if isinstance(value, int):
+            value = int.__int__(value)
+            if not -MAX_INT <= value <= MAX_INT:
+                raise OverflowError("an integer this large cannot be passed to the simulation")
+            return value
+        if isinstance(value, float):
+            value = float.__float__(value)
+            if not math.isfinite(value):
+                raise ValueError(f"the simulation takes finite numbers, not {value!r}")
+            return value
+        if isinstance(value, str):
+            value = str.__str__(value)
+            if len(value) > MAX_STRING:
+                raise ValueError(f"a string over {MAX_STRING:,} characters cannot be passed")
             return value
         handle = getattr(type(value), "_overlap_is_proxy", False) and object.__getattribute__(
             value, "_h"
         )
         if handle:
             return {"$h": handle}
-        if isinstance(value, list):
-            return [self.encode(v) for v in value]
-        if isinstance(value, tuple):
-            return {"$t": [self.encode(v) for v in value]}
+        if isinstance(value, list | tuple):
+            if len(value) > MAX_ITEMS:
+                raise ValueError(f"a list over {MAX_ITEMS:,} items cannot be passed")
+            items = [self.encode(v, depth + 1) for v in value]
+            return items if isinstance(value, list) else {"$t": items}
         # Anything else cannot cross: the grader gets a description it will refuse.
         return {"$t": ["<unsendable>", type(value).__name__]}
+
+    def encode_returned(self, value):
+        """What train() returned, for the grader's checks: a value the wire cannot carry
+        is described instead (the checks then fail it), never an error of the run."""
+        try:
+            return self.encode(value)
+        except (ValueError, OverflowError) as exc:
+            return {"$t": ["<unsendable>", str(exc)[:200]]}
 
     def _encode_kwargs(self, kwargs: dict) -> dict:
         return {str(k): self.encode(v) for k, v in kwargs.items()}
