@@ -16,6 +16,8 @@ config go by value: ``{"$o": "Config", "$a": {...}}``.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import socket
 import struct
@@ -52,9 +54,13 @@ class Channel:
         # Asked when a receive times out: True while the other side is still working
         # (using CPU), so a slow machine is waited for and only a blocked peer times out.
         self.still_working = None
+        self.last_frame = b""
 
     def send(self, message: dict) -> None:
-        data = _ENCODE(message).encode()
+        self.send_body(_ENCODE(message).encode())
+
+    def send_body(self, data: bytes) -> None:
+        """One frame whose body is already encoded."""
         self.sock.sendall(_HEADER.pack(len(data)) + data)
 
     def _fill(self, count: int) -> None:
@@ -78,6 +84,7 @@ class Channel:
         end = _HEADER.size + length
         data = self._buffer[_HEADER.size : end]
         del self._buffer[:end]
+        self.last_frame = data  # its bytes, as they came (a sealed frame is checked on them)
         try:
             message = _DECODE(data.decode())
         except (ValueError, UnicodeDecodeError) as exc:
@@ -90,6 +97,24 @@ class Channel:
 
     def has_buffered(self) -> bool:
         return bool(self._buffer)
+
+
+SEAL_TAIL = len(b',"mac":"') + 64 + len(b'"}')  # what a sealed frame ends with
+
+
+def unsealed(frame: bytes, key: bytes) -> str | None:
+    """Why ``frame`` (a JSON object's bytes) is not sealed under ``key``, or None: it must
+    end with a member ``"mac"`` holding the HMAC-SHA256 (hex) of the frame without it."""
+    if len(frame) < SEAL_TAIL + 2 or not frame.endswith(b'"}'):
+        return "an end frame without its seal"
+    tail = bytes(frame[-SEAL_TAIL:])
+    if not tail.startswith(b',"mac":"'):
+        return "an end frame without its seal"
+    body = bytes(frame[:-SEAL_TAIL]) + b"}"
+    expected = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
+    if not hmac.compare_digest(tail[8:-2], expected):
+        return "an end frame with a wrong seal: it was not written by the runtime"
+    return None
 
 
 def check_value(value, depth: int = 0) -> None:

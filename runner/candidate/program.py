@@ -10,14 +10,23 @@ the candidate.
 
 from __future__ import annotations
 
+import _signal
 import asyncio
+import builtins
+import gc
 import inspect
 import io
+import json
+import json.encoder
 import linecache
+import socket
+import struct
 import sys
 import traceback
 import types
+from _hashlib import hmac_digest as _hmac_digest
 
+from runner import protocol
 from runner.candidate import loop as loop_module
 from runner.candidate import patches, proxies, witness
 from runner.candidate import runtime as runtime_module
@@ -25,6 +34,7 @@ from runner.candidate.loop import CandidateLoop, Policy, Task
 from runner.candidate.proxies import build_classes
 from runner.candidate.runtime import Runtime, Stopped
 from runner.harness import candidate_module
+from runner.protocol import _ENCODE
 
 FILENAME = "/candidate/solution.py"
 OUTPUT_LIMIT = 64 * 1024
@@ -60,8 +70,10 @@ class BoundedText(io.TextIOBase):
         return text
 
 
-def run(runtime: Runtime, hello: dict) -> dict:
-    """Run the program once; the ``end`` message for the grader."""
+def run(runtime: Runtime, hello: dict, seal: bytes | None = None) -> bytes:
+    """Run the program once; the ``end`` frame for the grader, sealed with ``seal`` (the
+    run's key from the grader) so that no frame the program writes itself can pass for
+    it."""
     source = hello["code"]
     DISPLAY["name"] = str(hello.get("display", "solution.py"))[:200]
     linecache.cache[FILENAME] = (len(source), None, source.splitlines(True), FILENAME)
@@ -79,7 +91,9 @@ def run(runtime: Runtime, hello: dict) -> dict:
     end: dict = {"k": "end"}
     main = None
     # Bound here, before the program runs: what reports on it cannot be swapped under us.
-    guard, live_tasks, describe, error_of = witness.Guard(), witness.live_tasks, _describe, _error
+    guard, finish, live_tasks = witness.Guard(), witness.Guard.finish, witness.live_tasks
+    describe, error_of, quiet, encode = _describe, _error, _quiet, _sealed
+    dropped_log = witness.DROPPED
     guard.install(FILENAME, _watched(loop))
     try:
         cluster = runtime.decode(hello["cluster"])
@@ -105,13 +119,28 @@ def run(runtime: Runtime, hello: dict) -> dict:
         end["stopped"] = stopped.reason
     except BaseException as exc:  # the candidate's own error, whatever it is
         end["error"] = error_of(exc)
-    tampered = guard.finish(loop)
+    # The end: from here on nothing of the program's runs by itself (its threads wait,
+    # its signal handlers and the collector's callbacks are off). What still asks its
+    # objects (a lost exception's text) comes before the tripwire's last look, and the
+    # frame is sealed before anything of the program's can be freed.
+    quiet()
     running, failed = live_tasks(exclude=main)
-    if "stopped" in end:
-        end["waiting"] = describe(running)
+    stopped = "stopped" in end
+    described = describe(running if stopped else running + [t for t, e in dropped_log if e is None])
+    lost_error = None
+    if not stopped and "error" not in end:
+        lost = [exc for _task, exc in dropped_log if exc is not None]
+        if failed:
+            failed[0]._log_traceback = False
+            lost.insert(0, failed[0].exception())
+        if lost:
+            lost_error = error_of(lost[0], "A task failed and nobody awaited it: ")
+    quiet()  # again: the program's own __str__ may just have run
+    tampered = finish(guard, loop)
+    if stopped:
+        end["waiting"] = described
     else:
-        dropped = [task for task, exc in witness.DROPPED if exc is None]
-        end["leftover"] = describe(running + dropped)
+        end["leftover"] = described
         if tampered is not None:
             end.pop("value", None)
             end["error"] = {
@@ -119,20 +148,45 @@ def run(runtime: Runtime, hello: dict) -> dict:
                 "message": f"The program reached into the grading runtime ({tampered}): a "
                 "run may not inspect or change the machinery that grades it.",
             }
-        elif "error" not in end:
-            lost = [exc for _task, exc in witness.DROPPED if exc is not None]
-            if failed:
-                failed[0]._log_traceback = False
-                lost.insert(0, failed[0].exception())
-            if lost:
-                end.pop("value", None)
-                end["error"] = error_of(lost[0], "A task failed and nobody awaited it: ")
+        elif lost_error is not None:
+            end.pop("value", None)
+            end["error"] = lost_error
     runtime._flush_stall()
     end["t"] = runtime.now
     end["ops"] = runtime.out
     end["stdout"] = out.getvalue()
     end["stderr"] = err.getvalue()
-    return end
+    return encode(end, seal)
+
+
+def _quiet(
+    _switch=sys.setswitchinterval, _gc_off=gc.disable, _getsignal=_signal.getsignal,
+    _setsignal=_signal.signal, _numbers=tuple(range(1, _signal.NSIG)),
+    _ignore=_signal.SIG_IGN, _callable=callable,
+) -> None:
+    """Nothing of the program's runs by itself from here on: its threads wait for the
+    interpreter until the process ends, the collector (and its callbacks, finalizers of
+    cycles) is off, and a signal handler of the program's is ignored."""
+    _switch(1e6)
+    _gc_off()
+    for number in _numbers:
+        try:
+            if _callable(_getsignal(number)):
+                _setsignal(number, _ignore)
+        except (OSError, ValueError):  # not a signal that can be caught here
+            pass
+
+
+def _sealed(
+    end: dict, seal: bytes | None, _encode=_ENCODE, _digest=_hmac_digest, _bytes=bytes
+) -> bytes:
+    """The end frame's body: the message, and as its last member ``mac``, the HMAC-SHA256
+    of the message without it under the run's key (the grader checks it on the bytes)."""
+    body = _encode(end).encode()
+    if seal is None:
+        return body
+    mac = _digest(seal, body, "sha256").hex().encode()
+    return body[:-1] + b',"mac":"' + mac + b'"}'
 
 
 async def _await(awaitable):
@@ -204,9 +258,13 @@ def _error(exc: BaseException, prefix: str = "") -> dict:
 
 
 def _watched(loop) -> list:
-    """What the program must leave as it found it: the runtime's modules and classes."""
-    modules = [loop_module, patches, proxies, witness, runtime_module, sys.modules[__name__]]
-    classes = [CandidateLoop, Task, type(loop._selector), loop_module._Future, Runtime]
+    """What the program must leave as it found it: the runtime's modules and classes,
+    and what the runtime's last steps use (the builtins, the wire and its encoder)."""
+    modules = [loop_module, patches, proxies, witness, runtime_module, sys.modules[__name__],
+               builtins, protocol, json, json.encoder, struct, socket]  # fmt: skip
+    classes = [CandidateLoop, Task, type(loop._selector), loop_module._Future, Runtime,
+               witness.Guard, BoundedText, protocol.Channel, json.JSONEncoder,
+               socket.socket]  # fmt: skip
     return modules + classes
 
 

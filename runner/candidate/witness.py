@@ -15,7 +15,10 @@ hook (``sys.addaudithook``: it cannot be removed) refuses each of these when the
 candidate's code asks for it and remembers the first; :class:`Guard` also checks at the
 end that the runtime's modules and classes are as they were when the program started.
 Either makes the run a runtime error of its own ("reached into the grading runtime"),
-never a pass. The standard library asking for its own needs (``logging`` finding its
+never a pass. What the tripwire itself calls (builtins included) is bound as its
+functions' defaults when this module is imported, so that replacing a global, a builtin
+or a method of :class:`Guard` changes nothing it does; replacing those defaults, or a
+function's code, is refused. The standard library asking for its own needs (``logging`` finding its
 caller, ``typing`` its module) is not the candidate's code and is let through.
 
 None of this is trusted by the grader: it is what keeps the candidate's side honest
@@ -25,7 +28,6 @@ enough that a program cannot turn a failure it witnesses into a pass.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import os
 import sys
@@ -49,6 +51,8 @@ _RUNNER = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _ALWAYS = {
     "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames",
     "sys.settrace", "sys.setprofile", "sys._current_exceptions",
+    # a hook of the program's own would run its code inside the runtime's, at the end too
+    "sys.addaudithook",
 }
 _FRAME_ATTRIBUTES = {"tb_frame", "cr_frame", "gi_frame", "ag_frame", "f_back"}
 # Standard-library functions that hand frames back to whoever called them (``inspect``'s
@@ -72,9 +76,134 @@ def register(task) -> None:
     REGISTRY.append(task)
 
 
-def _trusted(code: types.CodeType) -> bool:
-    name = code.co_filename
-    return name.startswith((_STDLIB, _RUNNER, "<frozen "))
+def _trusted(
+    code: types.CodeType, _startswith=str.startswith, _prefixes=(_STDLIB, _RUNNER, "<frozen ")
+) -> bool:
+    return _startswith(code.co_filename, _prefixes)
+
+
+def _label(obj, _getattr=getattr, _repr=repr) -> str:
+    return _getattr(obj, "__qualname__", None) or _getattr(obj, "__name__", _repr(obj))
+
+
+# Names the interpreter itself writes into a module's globals: `warnings` records there
+# which warnings a module's code already gave (a warning raised through the runtime's code
+# on the program's behalf, "coroutine was never awaited" in a thread's own loop, say).
+_BOOKKEEPING = frozenset({"__warningregistry__"})
+
+
+def _identities(
+    obj, _vars=vars, _list=list, _id=id, _getattr=getattr, _isinstance=isinstance,
+    _function=types.FunctionType, _enumerate=enumerate, _skip=_BOOKKEEPING,
+) -> dict[str, int]:
+    """What ``obj`` binds, by identity (a module's globals, a class's attributes), and
+    for each function among them its code, defaults and closure."""
+    found = {}
+    for name, value in _list(_vars(obj).items()):
+        if name in _skip:
+            continue
+        found[name] = _id(value)
+        function = _getattr(value, "__func__", value)
+        if _isinstance(function, _function):
+            found[name + ".__code__"] = _id(function.__code__)
+            found[name + ".__defaults__"] = _id(function.__defaults__)
+            found[name + ".__kwdefaults__"] = _id(function.__kwdefaults__)
+            for i, cell in _enumerate(function.__closure__ or ()):
+                try:  # noqa: SIM105 - contextlib's name could be rebound under us
+                    found[f"{name}.<closure {i}>"] = _id(cell.cell_contents)
+                except ValueError:  # an empty cell
+                    pass
+    return found
+
+
+# What the tripwire itself calls is bound as each function's defaults when this module
+# is imported, before any program runs: replacing a module's global, a builtin or a
+# method of Guard then changes nothing the tripwire does (a function's defaults can only
+# be replaced whole, which the audit hook refuses to the program), and the end-of-run
+# comparison reports the replacement.
+
+
+def _caller(depth: int = 4, _getframe=_getframe):
+    try:
+        return _getframe(depth)
+    except ValueError:
+        return None
+
+
+def _candidate_caller(_caller=_caller, _trusted=_trusted) -> bool:
+    frame = _caller(4)
+    return frame is not None and not _trusted(frame.f_code)
+
+
+def _from_witness(_caller=_caller, _self=__file__) -> bool:
+    """Whether the event comes from this module's own walk (``live_tasks``)."""
+    frame = _caller(4)
+    return frame is not None and frame.f_code.co_filename == _self
+
+
+def _where(guard, _caller=_caller) -> str:
+    frame = _caller(5)
+    while frame is not None:
+        if frame.f_code.co_filename == guard.filename:
+            return f", line {frame.f_lineno}"
+        frame = frame.f_back
+    return ""
+
+
+def _refuse(guard, what: str, _where=_where, _error=PermissionError) -> None:
+    if guard.first is None:
+        guard.first = what + _where(guard)
+    raise _error(
+        f"{what} is not available in a graded run: the program may not inspect or "
+        "change the machinery that grades it"
+    )
+
+
+def _frames(
+    guard, what: str, _caller=_caller, _trusted=_trusted, _refuse=_refuse,
+    _givers=frozenset(_FRAME_GIVERS), _stdlib=_STDLIB, _startswith=str.startswith,
+) -> None:
+    frame = _caller(4)
+    if frame is None:
+        return
+    if not _trusted(frame.f_code):
+        _refuse(guard, what)
+    elif frame.f_code.co_name in _givers and _startswith(frame.f_code.co_filename, _stdlib):
+        outer = frame.f_back
+        if outer is not None and not _trusted(outer.f_code):
+            _refuse(guard, f"{what} (through {frame.f_code.co_name}())")
+
+
+# Attributes of a function that change what it does when it is called.
+_FUNCTION_PARTS = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
+
+
+def _check(
+    guard, event: str, args: tuple, _always=frozenset(_ALWAYS), _refuse=_refuse,
+    _frames=_frames, _candidate_caller=_candidate_caller, _len=len, _isinstance=isinstance,
+    _str=str, _startswith=str.startswith, _attributes=frozenset(_FRAME_ATTRIBUTES),
+    _parts=_FUNCTION_PARTS, _prefixes=(_STDLIB, _RUNNER, "<frozen "),
+    _from_witness=_from_witness,
+) -> None:
+    if event in _always:
+        if not _from_witness():  # the count at the end walks the collector's objects
+            _refuse(guard, event)
+    elif _startswith(event, "ctypes."):
+        _refuse(guard, "ctypes")
+    elif event == "sys._getframe":
+        _frames(guard, event)
+    elif event == "object.__getattr__" and _len(args) == 2 and args[1] in _attributes:
+        _frames(guard, f"the {args[1]} attribute")
+    elif event == "object.__setattr__" and _len(args) >= 2 and args[1] in _parts:
+        if _candidate_caller():
+            _refuse(guard, f"replacing a function's {args[1]}")
+    elif (
+        # Code compiled under a trusted file's name would pass for trusted code.
+        event == "compile" and _len(args) == 2 and _isinstance(args[1], _str)
+        and _startswith(args[1], _prefixes)
+        and _candidate_caller()
+    ):
+        _refuse(guard, f"compiling code under the name {args[1][:80]!r}")
 
 
 class Guard:
@@ -84,159 +213,81 @@ class Guard:
         self.first: str | None = None  # what the program reached for first, and where
         self.armed = False
         self._inside = False  # the hook's own frame lookups raise audit events too
-        self._snapshot: dict[str, dict[str, int]] = {}
+        self._snapshot: list[dict[str, int]] = []
+        self.filename = ""
 
-    # -- the audit hook ----------------------------------------------------------------
-
-    def install(self, filename: str, watched: list) -> None:
+    def install(
+        self, filename: str, watched: list, _label=_label, _identities=_identities,
+        _list=list, _addaudithook=sys.addaudithook,
+    ) -> None:
         """Arm the hook, and remember the runtime's modules and classes as they are."""
-        self._snapshot = {_label(obj): _identities(obj) for obj in watched}
-        self._watched = list(watched)
+        self._watched = _list(watched)
+        # by position: a module and a class may share a name (socket, socket.socket)
+        self._snapshot = [_identities(obj) for obj in self._watched]
         self.filename = filename
         self.armed = True
-        sys.addaudithook(self._hook)
+        _addaudithook(self._hook)
 
-    def _hook(self, event: str, args: tuple) -> None:
+    def _hook(self, event: str, args: tuple, _check=_check) -> None:
         if not self.armed or self._inside:
             return
         self._inside = True
         try:
-            self._check(event, args)
+            _check(self, event, args)
         finally:
             self._inside = False
 
-    def _check(self, event: str, args: tuple) -> None:
-        if event in _ALWAYS:
-            self._refuse(event)
-        elif event.startswith("ctypes."):
-            self._refuse("ctypes")
-        elif event == "sys._getframe":
-            self._frames(event)
-        elif event == "object.__getattr__" and len(args) == 2 and args[1] in _FRAME_ATTRIBUTES:
-            self._frames(f"the {args[1]} attribute")
-        elif event == "object.__setattr__" and len(args) >= 2 and args[1] == "__code__":
-            if self._candidate_caller():
-                self._refuse("replacing a function's code")
-        elif (
-            # Code compiled under a trusted file's name would pass for trusted code.
-            event == "compile" and len(args) == 2 and isinstance(args[1], str)
-            and args[1].startswith((_STDLIB, _RUNNER, "<frozen "))
-            and self._candidate_caller()
-        ):
-            self._refuse(f"compiling code under the name {args[1][:80]!r}")
-
-    def _caller(self, depth: int = 4):
-        try:
-            return _getframe(depth)
-        except ValueError:
-            return None
-
-    def _candidate_caller(self) -> bool:
-        frame = self._caller()
-        return frame is not None and not _trusted(frame.f_code)
-
-    def _frames(self, what: str) -> None:
-        frame = self._caller()
-        if frame is None:
-            return
-        if not _trusted(frame.f_code):
-            self._refuse(what)
-        elif frame.f_code.co_name in _FRAME_GIVERS and frame.f_code.co_filename.startswith(
-            _STDLIB
-        ):
-            outer = frame.f_back
-            if outer is not None and not _trusted(outer.f_code):
-                self._refuse(f"{what} (through {frame.f_code.co_name}())")
-
-    def _refuse(self, what: str) -> None:
-        if self.first is None:
-            self.first = what + self._where()
-        raise PermissionError(
-            f"{what} is not available in a graded run: the program may not inspect or "
-            "change the machinery that grades it"
-        )
-
-    def _where(self) -> str:
-        frame = self._caller(5)
-        while frame is not None:
-            if frame.f_code.co_filename == self.filename:
-                return f", line {frame.f_lineno}"
-            frame = frame.f_back
-        return ""
-
-    # -- at the end ----------------------------------------------------------------------
-
-    def finish(self, loop) -> str | None:
+    def finish(
+        self, loop, _label=_label, _identities=_identities, _vars=vars, _len=len,
+        _set=set, _id=id, _sorted=sorted, _created=CREATED, _registry=REGISTRY, _zip=zip,
+    ) -> str | None:
         """Disarm; what the program reached for, or which part of the runtime it changed."""
         self.armed = False
         if self.first is not None:
             return self.first
-        if CREATED[0] != len(REGISTRY) or len({id(task) for task in REGISTRY}) != CREATED[0]:
+        if _created[0] != _len(_registry) or _len({_id(task) for task in _registry}) != _created[0]:
             return "emptying the runtime's record of the tasks it made"
-        if "call_exception_handler" in vars(loop):
+        if "call_exception_handler" in _vars(loop):
             return "replacing the event loop's exception reporting"
-        for obj in self._watched:
+        for obj, before in _zip(self._watched, self._snapshot):
             label = _label(obj)
             now = _identities(obj)
-            before = self._snapshot[label]
-            changed = sorted(set(now) ^ set(before) | {n for n in now if now[n] != before.get(n)})
+            differ = {n for n in now if now[n] != before.get(n)}
+            changed = _sorted(_set(now) ^ _set(before) | differ)
             if changed:
                 return f"changing {label}.{changed[0]}"
         return None
 
 
-def _label(obj) -> str:
-    return getattr(obj, "__qualname__", None) or getattr(obj, "__name__", repr(obj))
+def _done(task, _isinstance=isinstance, _ctask=_CTask, _c_done=_c_done, _py_done=_py_done) -> bool:
+    return _c_done(task) if _isinstance(task, _ctask) else _py_done(task)
 
 
-# Names the interpreter itself writes into a module's globals: `warnings` records there
-# which warnings a module's code already gave (a warning raised through the runtime's code
-# on the program's behalf, "coroutine was never awaited" in a thread's own loop, say).
-_BOOKKEEPING = frozenset({"__warningregistry__"})
+def _serial(task, _getattr=getattr, _type=type, _int=int) -> int:
+    serial = _getattr(task, "__dict__", {}).get("_overlap_serial")
+    return serial if _type(serial) is _int else 1 << 62
 
 
-def _identities(obj) -> dict[str, int]:
-    """What ``obj`` binds, by identity (a module's globals, a class's attributes), and
-    for each function among them its code, defaults and closure."""
-    found = {}
-    for name, value in list(vars(obj).items()):
-        if name in _BOOKKEEPING:
-            continue
-        found[name] = id(value)
-        function = getattr(value, "__func__", value)
-        if isinstance(function, types.FunctionType):
-            found[name + ".__code__"] = id(function.__code__)
-            found[name + ".__defaults__"] = id(function.__defaults__)
-            for i, cell in enumerate(function.__closure__ or ()):
-                with contextlib.suppress(ValueError):  # an empty cell
-                    found[f"{name}.<closure {i}>"] = id(cell.cell_contents)
-    return found
-
-
-def _done(task) -> bool:
-    return _c_done(task) if isinstance(task, _CTask) else _py_done(task)
-
-
-def live_tasks(exclude=None) -> tuple[list, list]:
+def live_tasks(
+    exclude=None, _registry=REGISTRY, _get_objects=_get_objects, _isinstance=isinstance,
+    _tasks=_TASKS, _ctask=_CTask, _done=_done, _c_cancelled=_c_cancelled,
+    _c_log_traceback=_c_log_traceback, _py_cancelled=_py_cancelled, _getattr=getattr,
+    _set=set, _id=id, _sorted=sorted, _serial=_serial,
+) -> tuple[list, list]:
     """(tasks still running, tasks that failed and whose error nobody retrieved), found
     by walking every object the collector tracks, in creation order."""
     running, failed = [], []
-    seen = set()
-    for obj in [*REGISTRY, *_get_objects()]:
-        if not isinstance(obj, _TASKS) or obj is exclude or id(obj) in seen:
+    seen = _set()
+    for obj in [*_registry, *_get_objects()]:
+        if not _isinstance(obj, _tasks) or obj is exclude or _id(obj) in seen:
             continue
-        seen.add(id(obj))
+        seen.add(_id(obj))
         if not _done(obj):
             running.append(obj)
-        elif isinstance(obj, _CTask):
+        elif _isinstance(obj, _ctask):
             if not _c_cancelled(obj) and _c_log_traceback.__get__(obj):
                 failed.append(obj)
-        elif not _py_cancelled(obj) and getattr(obj, "_Future__log_traceback", False):
+        elif not _py_cancelled(obj) and _getattr(obj, "_Future__log_traceback", False):
             failed.append(obj)
-    key = _serial
-    return sorted(running, key=key), sorted(failed, key=key)
+    return _sorted(running, key=_serial), _sorted(failed, key=_serial)
 
-
-def _serial(task) -> int:
-    serial = getattr(task, "__dict__", {}).get("_overlap_serial")
-    return serial if type(serial) is int else 1 << 62

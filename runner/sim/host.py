@@ -34,6 +34,7 @@ import inspect
 import os
 import random
 import re
+import secrets
 import signal
 import time
 from dataclasses import dataclass, field, fields, is_dataclass
@@ -43,7 +44,14 @@ from typing import Any
 import torch
 
 from runner import forkserver, privileges
-from runner.protocol import MAX_ITEMS, MAX_STRING, Channel, ProtocolError, check_value
+from runner.protocol import (
+    MAX_ITEMS,
+    MAX_STRING,
+    Channel,
+    ProtocolError,
+    check_value,
+    unsealed,
+)
 from runner.sim.clock import StuckError, VirtualLoop, VirtualTimeLimit, to_seconds
 from runner.sim.core import Cluster, Sim, Surface
 
@@ -361,6 +369,7 @@ class HostRun:
         display: str = "solution.py",
     ) -> None:
         self.display = display
+        self.seal: bytes | None = None  # the run's key: its end frame must carry its seal
         self.sim = sim
         self.loop = loop
         self.cluster = cluster
@@ -408,6 +417,10 @@ class HostRun:
                         _Flood.WAIT,
                     )
                 if kind == "end":
+                    if self.seal is not None:
+                        why = unsealed(channel.last_frame, self.seal)
+                        if why:
+                            raise ProtocolError(why)
                     self._end(message)
                     return outcome
                 self._apply(message)
@@ -817,12 +830,15 @@ def run_candidate(
     anything the candidate did: its failures come back in the outcome."""
     server = fork_server()
     host = HostRun(sim, loop, cluster, order_seed=order_seed, display=display)
+    # A key for this run alone: the runtime seals the end frame with it, so a frame the
+    # program writes to its socket itself cannot pass for the end (the program cannot
+    # reach the key: it lives in the runtime's frames, which the audit hook keeps from it).
+    host.seal = secrets.token_bytes(32)
+    limits = {"cpu_s": cpu_s, "memory_bytes": memory_bytes, "seal": host.seal.hex()}
     # The grader and the run's process take turns on one CPU (see forkserver.pinned).
     cpu = forkserver.current_cpu()
     with forkserver.pinned(cpu):
-        outcome = _serve_run(
-            server, host, code, entry, {"cpu_s": cpu_s, "memory_bytes": memory_bytes, "cpu": cpu}
-        )
+        outcome = _serve_run(server, host, code, entry, {**limits, "cpu": cpu})
     why = grader_tampered()
     if why:
         outcome.failure = ("runtime_error", why, None)

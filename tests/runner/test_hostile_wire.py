@@ -104,15 +104,28 @@ def test_a_frame_cut_short_or_oversized_is_the_candidates_error(write_code, body
     assert result["verdict"] == "runtime_error", result["message"]
 
 
+PRINTS_WHAT_NO_DATABASE_STORES = '''
+import sys
+
+
+class Trainer:
+    def __init__(self, cluster):
+        self.cluster = cluster
+
+    def train(self):
+        print("out \\ud83d\\x00")
+        print("err \\udfff", file=sys.stderr, end="")
+        return "\\ud800\\x00"
+'''
+
+
 def test_text_a_database_cannot_store_reaches_the_result_only_as_u_fffd(write_code):
-    """A lone surrogate or a NUL sent as a returned value or printed: the result holds
-    U+FFFD in their place (the platform stores it; PostgreSQL refuses both)."""
-    body = _frame({"k": "end", "t": 0, "ops": [], "value": "\ud800\x00",
-                   "stdout": "out \ud83d\x00", "stderr": "err \udfff"})
-    path = write_code(PROGRAM.format(body=body, length=len(body), close=False))
+    """A lone surrogate or a NUL returned or printed: the result holds U+FFFD in their
+    place (the platform stores it; PostgreSQL refuses both)."""
+    path = write_code(PRINTS_WHAT_NO_DATABASE_STORES)
     result = grading.grade(GA, path, seeds=0)
     assert result["verdict"] == "wrong"
-    assert result["stdout"] == "out \ufffd\ufffd" and result["stderr"] == "err \ufffd"
+    assert result["stdout"] == "out \ufffd\ufffd\n" and result["stderr"] == "err \ufffd"
     text = json.dumps(result)
     assert "\\ud8" not in text and "\\udf" not in text and "\\u0000" not in text
 
