@@ -1,5 +1,5 @@
 """What /healthz checks: the database (it reads and it writes), Redis, and a Celery
-worker that beat recently."""
+worker that beat recently, takes the `default` queue (candidates' runs) and can grade."""
 
 import time
 
@@ -76,6 +76,21 @@ def sandbox_problem(worker: dict) -> str | None:
     return None
 
 
+RUN_QUEUE = "default"  # candidates' runs (CPU exercises): the queue the site cannot do without
+
+
+def _grading_problem(host: str, workers: list[dict], serving: dict[str, set[str]],
+                     refusing: dict[str, str]) -> str | None:
+    """Why this worker (every process of one host name) cannot grade candidates' runs
+    (None: it can). One that refuses the queue (its main process's sandbox gate decides)
+    cannot; else its processes' sandbox reports say, of which one that can grade (or has
+    not reported yet) is enough."""
+    if RUN_QUEUE not in serving.get(host, set()):
+        return refusing.get(host) or f"it does not take the {RUN_QUEUE} queue now"
+    found = [sandbox_problem(w) for w in workers if w["hostname"] == host]
+    return None if not all(found) else found[0]
+
+
 def _worker() -> dict:
     workers = heartbeat.workers_online()
     hosts = sorted({w["hostname"] for w in workers})
@@ -85,14 +100,24 @@ def _worker() -> dict:
                 f"{settings.OVERLAP_WORKER_STALE_SECONDS} s", "workers": []}
     # A worker that refuses work (monitoring/worker_gate.py) says why in its heartbeat.
     refusing = heartbeat.refusals(workers)
-    problems = {w["hostname"]: refusing.get(w["hostname"]) or sandbox_problem(w)
-                for w in workers}
     details = {"workers": hosts, "queues": queues, **({"refusing": refusing} if refusing
                                                        else {})}
-    if all(problems.values()):  # every worker online reports it cannot run a sandbox
+    # Candidates' runs need a worker that takes their queue and can grade: an authors'
+    # or a GPU worker alone, or one that refuses work, leaves every Run waiting.
+    serving = heartbeat.serving(workers)
+    for_runs = sorted({w["hostname"] for w in workers if RUN_QUEUE in w.get("queues", [])})
+    if not for_runs:
+        taken = "; ".join(f"{host} takes {', '.join(sorted(serving.get(host, set()))) or 'none'}"
+                          for host in hosts)
+        return {"ok": False, **details, "error": f"no worker takes the {RUN_QUEUE} queue "
+                f"(candidates' runs): {taken}"[:300]}
+    problems = {host: _grading_problem(host, workers, serving, refusing) for host in for_runs}
+    if all(problems.values()):  # every worker there for the runs cannot grade them
         host, why = sorted(problems.items())[0]
-        return {"ok": False, **details, "error": f"no worker can grade: {host}: {why}"}
-    return {**details, "last_beat_s": round(time.time() - workers[0]["at"], 1)}
+        return {"ok": False, **details, "error": "no worker can grade candidates' runs "
+                f"({RUN_QUEUE} queue): {host}: {why}"[:400]}
+    newest = next(w for w in workers if not problems.get(w["hostname"], "not for runs"))
+    return {**details, "last_beat_s": round(time.time() - newest["at"], 1)}
 
 
 def health_report() -> dict:

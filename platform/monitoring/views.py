@@ -15,9 +15,10 @@ from monitoring.status import system_status
 @login_not_required
 @never_cache
 def healthz(request):
-    """200 when the database (it reads and writes), Redis and a worker are up; 503
-    otherwise. Anyone gets the status; what failed and the workers' host names only a
-    request that may read /metrics (its bearer token, or this machine) gets."""
+    """200 when the database (it reads and writes), Redis and a worker that grades
+    candidates' runs (queue `default`) are up; 503 otherwise. Anyone gets the status;
+    what failed and the workers' host names only a request that may read /metrics (its
+    bearer token, or this machine) gets."""
     report = health_report()
     status = 200 if report["status"] == "ok" else 503
     if not metrics.metrics_allowed(request):

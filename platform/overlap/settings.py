@@ -97,7 +97,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # /healthz and /healthz/live, answered whatever Host the probe used (monitoring).
+    # /healthz, /healthz/live and /metrics, answered whatever Host the request used
+    # (monitoring; /metrics still needs its token or a request from this machine).
     "monitoring.middleware.HealthProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Refuses an oversized body by its declared length, before anything reads it.
@@ -226,12 +227,23 @@ STATIC_URL = "static/"
 STATIC_ROOT = ROOT / "static-collected"
 # Front-end packages come from npm (package.json) and are served from node_modules.
 NODE_MODULES = ROOT / "node_modules"
-STATICFILES_DIRS = [
+
+
+def existing_static_dirs(entries: list) -> list:
+    """The entries (a folder, or a (prefix, folder) pair) whose folder exists. The
+    production image has no node_modules/ or static-build/: it serves the files collected
+    when it was built (STATIC_ROOT), and a missing folder would only make `check --deploy`
+    warn (staticfiles.W004)."""
+    return [entry for entry in entries
+            if Path(entry[1] if isinstance(entry, tuple) else entry).is_dir()]
+
+
+STATICFILES_DIRS = existing_static_dirs([
     ROOT / "platform" / "overlap" / "static",
     ROOT / "static-build",  # bundles built by `make` from npm packages (the code editor)
     ("vendor/htmx", NODE_MODULES / "htmx.org" / "dist"),
     ("vendor/pico", NODE_MODULES / "@picocss" / "pico" / "css"),
-]
+])
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {

@@ -2,6 +2,7 @@
 `manage.py check --deploy` with nothing to warn about."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +52,41 @@ def test_deploy_check_warns_without_tls():
     assert result.returncode != 0
     assert "security.W004" in result.stderr  # no HSTS
     assert "security.W008" in result.stderr  # no SSL redirect
+
+
+def test_deploy_check_in_the_image_without_node_modules_has_no_warnings(tmp_path):
+    """The production image holds the collected static files, not node_modules/ or
+    static-build/ (docker/Dockerfile, Dockerfile.online): the folders that are not there
+    are left out of STATICFILES_DIRS, so `check --deploy` there warns of nothing
+    (staticfiles.W004)."""
+    app = tmp_path / "app"  # the image's /app: its own sources, no front-end folders
+    shutil.copytree(ROOT / "platform", app / "platform",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "manage.py", app / "manage.py")
+    for shared in ("runner", "templates"):
+        (app / shared).symlink_to(ROOT / shared)
+    assert not (app / "node_modules").exists() and not (app / "static-build").exists()
+    env = {"PATH": os.environ["PATH"], "LOG_LEVEL": "WARNING",
+           "DJANGO_SETTINGS_MODULE": "overlap.settings", **PRODUCTION}
+    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy",
+                             "--fail-level", "WARNING"], capture_output=True, text=True,
+                            env=env, cwd=app, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "staticfiles.W004" not in result.stdout + result.stderr
+    assert "System check identified no issues (0 silenced)." in result.stdout
+
+
+def test_static_dirs_are_the_folders_that_exist(tmp_path):
+    from overlap.settings import STATICFILES_DIRS, existing_static_dirs
+
+    (tmp_path / "here").mkdir()
+    (tmp_path / "vendor").mkdir()
+    entries = [tmp_path / "here", tmp_path / "gone", ("vendor/x", tmp_path / "vendor"),
+               ("vendor/y", tmp_path / "missing")]
+    assert existing_static_dirs(entries) == [tmp_path / "here", ("vendor/x", tmp_path / "vendor")]
+    # In a checkout after `make install` every folder is there.
+    assert ("vendor/htmx", ROOT / "node_modules" / "htmx.org" / "dist") in STATICFILES_DIRS
+    assert ROOT / "static-build" in STATICFILES_DIRS
 
 
 @pytest.mark.parametrize("key,why", [

@@ -355,6 +355,24 @@ def test_health_answers_a_probe_by_address_whatever_allowed_hosts_says(client, s
     assert client.get("/accounts/login/", HTTP_HOST="127.0.0.1:8000").status_code == 400
 
 
+def test_metrics_answer_a_scrape_by_address_whatever_allowed_hosts_says(client, settings):
+    # The documented scrape (`curl http://127.0.0.1:8000/metrics`) with ALLOWED_HOSTS set
+    # to the public name only: answered like /healthz, its own check still applies.
+    settings.ALLOWED_HOSTS = ["interviews.example.org"]
+    by_address = client.get("/metrics", HTTP_HOST="127.0.0.1:8000")
+    assert by_address.status_code == 200
+    assert "overlap_queue_depth" in by_address.content.decode()
+    assert client.get("/metrics", HTTP_HOST="10.0.0.5",
+                      REMOTE_ADDR="203.0.113.5").status_code == 403
+    settings.OVERLAP_METRICS_TOKEN = "s3cret-scrape-token"
+    assert client.get("/metrics", HTTP_HOST="127.0.0.1:8000").status_code == 403
+    scrape = client.get("/metrics", HTTP_HOST="172.17.0.1:8000", REMOTE_ADDR="172.17.0.1",
+                        HTTP_AUTHORIZATION="Bearer s3cret-scrape-token")
+    assert scrape.status_code == 200
+    # Every other page still refuses a host it does not serve.
+    assert client.get("/accounts/login/", HTTP_HOST="127.0.0.1:8000").status_code == 400
+
+
 def test_public_health_says_up_or_down_and_names_no_host(client, settings):
     settings.OVERLAP_METRICS_TOKEN = "s3cret-token"
     public = client.get("/healthz", REMOTE_ADDR="198.51.100.4")
@@ -386,3 +404,59 @@ def test_health_is_down_when_every_worker_reports_it_cannot_run_a_sandbox(client
     finally:
         forget(hostname="broken-host", pid=777)
         forget(hostname="good-host", pid=778)
+
+
+GRADES = {"configured": "auto", "chosen": "bwrap", "problems": {}}
+
+
+def test_health_is_down_while_no_worker_takes_candidates_runs(client):
+    """An authors' worker (or a GPU worker) alone grades no candidate's Run: /healthz is
+    503 and says which queue nobody takes, until a worker that can grade takes it."""
+    from monitoring.heartbeat import beat, forget
+
+    beat(hostname="authoring@host", queues=["authoring"], pid=779, sandbox=GRADES)
+    beat(hostname="gpu@host", queues=["gpu"], pid=780, sandbox=GRADES)
+    try:
+        response = client.get("/healthz")
+        assert response.status_code == 503, response.json()
+        worker = response.json()["checks"]["worker"]
+        assert worker["ok"] is False
+        assert worker["workers"] == ["authoring@host", "gpu@host"]
+        assert worker["queues"] == ["authoring", "gpu"]
+        assert "no worker takes the default queue" in worker["error"]
+        assert "authoring@host takes authoring" in worker["error"]
+        beat(hostname="runs@host", queues=["default", "recovery"], pid=781, sandbox=GRADES)
+        response = client.get("/healthz")
+        assert response.status_code == 200, response.json()
+        assert response.json()["checks"]["worker"]["ok"] is True
+    finally:
+        for host, pid in (("authoring@host", 779), ("gpu@host", 780), ("runs@host", 781)):
+            forget(hostname=host, pid=pid)
+
+
+def test_health_is_down_when_the_runs_worker_refuses_work_beside_a_working_one(client):
+    """The candidates' worker refuses work (no sandbox it may use works) while the
+    authors' worker can grade: nobody grades a Run, so the site is down, and says why."""
+    from monitoring.heartbeat import beat, forget
+
+    why = "no sandbox it may use works (daemon: no sandbox daemon socket)"
+    beat(hostname="authoring@host", queues=["authoring"], pid=782, sandbox=GRADES)
+    beat(hostname="runs@host", queues=["recovery"], pid=783,
+         refusing={"queues": ["default"], "why": why})
+    beat(hostname="runs@host", queues=["default", "recovery"], pid=784)  # a pool process
+    try:
+        response = client.get("/healthz")
+        assert response.status_code == 503, response.json()
+        worker = response.json()["checks"]["worker"]
+        assert worker["ok"] is False
+        assert worker["refusing"] == {"runs@host": why}
+        assert worker["error"] == ("no worker can grade candidates' runs (default queue): "
+                                   f"runs@host: {why}")
+        # Anyone else learns only that the site is down.
+        assert set(client.get("/healthz", REMOTE_ADDR="198.51.100.4").json()) == {"status"}
+        # It takes work again: the site is up.
+        beat(hostname="runs@host", queues=["default", "recovery"], pid=783, sandbox=GRADES)
+        assert client.get("/healthz").status_code == 200
+    finally:
+        for host, pid in (("authoring@host", 782), ("runs@host", 783), ("runs@host", 784)):
+            forget(hostname=host, pid=pid)
