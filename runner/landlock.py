@@ -3,7 +3,8 @@ signals to anything outside it, with no privilege needed (Linux 5.13+).
 
 The candidate's process calls :func:`restrict` first thing after its fork: from then on
 it can read the standard library and the system's shared libraries (what a lazy
-``import json`` needs), ``/proc``, ``/dev/null`` and ``/dev/urandom``; nothing else: not
+``import json`` needs), ``/dev/null`` and ``/dev/urandom``; nothing else: not ``/proc``
+(its own memory), not
 the exercise's grader, reference or examples in the job's folder, not the checkout
 ``python -m runner grade`` runs from, not the platform's files. It can execute nothing,
 write no file, bind or connect no TCP socket (ABI 4+), and (ABI 6+, Linux 6.12) signal no
@@ -45,11 +46,12 @@ def abi() -> int:
 
 
 def readable_system_paths() -> list[str]:
-    """What a candidate's process may read: the standard library, shared libraries and
-    /proc (other processes' memory and descriptors stay closed: the grader and the fork
-    server are non-dumpable; a /proc link to a file elsewhere is checked at its target)."""
+    """What a candidate's process may read: the standard library and shared libraries.
+    Not /proc: a process may always read its own memory there (/proc/self/mem), and the
+    runtime's memory holds what the program must not have, the key that seals the run's
+    end among it."""
     stdlib = os.path.dirname(os.__file__)
-    return [stdlib, "/usr/lib", "/lib", "/usr/lib64", "/lib64", "/usr/local/lib", "/proc"]
+    return [stdlib, "/usr/lib", "/lib", "/usr/lib64", "/lib64", "/usr/local/lib"]
 
 
 def restrict(

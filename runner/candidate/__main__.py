@@ -53,7 +53,19 @@ def _child(sock: socket.socket, limits: dict) -> None:
     runtime = Runtime(channel)
     try:
         hello = channel.recv()
-        channel.send_body(program.run(runtime, hello, seal))
+        try:
+            body = program.run(runtime, hello, seal)
+        except BaseException as exc:  # the program's code broke into the runtime's end
+            body = None
+            for _ in range(3):  # its signal handler may fire once more before it is off
+                try:
+                    body = program.broken_end(runtime, exc, seal)
+                    break
+                except BaseException:  # try again: it is being switched off
+                    continue
+            if body is None:
+                raise
+        channel.send_body(body)
     finally:
         os._exit(0)
 

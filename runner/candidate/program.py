@@ -116,8 +116,10 @@ def run(runtime: Runtime, hello: dict, seal: bytes | None = None) -> bytes:
                 returned = loop.run_until_complete(main)
             end["value"] = runtime.encode_returned(returned)
     except Stopped as stopped:
+        quiet()
         end["stopped"] = stopped.reason
     except BaseException as exc:  # the candidate's own error, whatever it is
+        quiet()  # first: a signal handler of the program's must not break the report
         end["error"] = error_of(exc)
     # The end: from here on nothing of the program's runs by itself (its threads wait,
     # its signal handlers and the collector's callbacks are off). What still asks its
@@ -157,6 +159,23 @@ def run(runtime: Runtime, hello: dict, seal: bytes | None = None) -> bytes:
     end["stdout"] = out.getvalue()
     end["stderr"] = err.getvalue()
     return encode(end, seal)
+
+
+def broken_end(runtime: Runtime, exc: BaseException, seal: bytes | None) -> bytes:
+    """The end frame when :func:`run` itself was broken into as the run ended (a signal
+    handler, a finalizer or a thread of the program's raising inside the runtime)."""
+    _quiet()
+    name = type(exc).__name__
+    end = {
+        "k": "end", "t": runtime.now, "ops": runtime.out, "leftover": [],
+        "error": {
+            "verdict": "runtime_error", "line": None, "traceback": "",
+            "message": f"The program's code raised {name} inside the runtime as the run "
+            "ended (from a signal handler, a finalizer or a thread?): the run could not "
+            "report its end.",
+        },
+    }
+    return _sealed(end, seal)
 
 
 def _quiet(

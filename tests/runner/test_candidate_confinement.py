@@ -2,9 +2,10 @@
 grader, reference or examples, not the checkout, not a secret config field.
 
 The candidate's process takes away its own filesystem access with Landlock right after
-its fork (runner/landlock.py): the standard library (a lazy ``import statistics``) and
-/proc stay readable, nothing else is. Where the kernel has no Landlock the tests that
-need it are skipped; the secret config field is withheld everywhere."""
+its fork (runner/landlock.py): the standard library (a lazy ``import statistics``) stays
+readable, nothing else is: not /proc either, where a process can read its own memory
+(the runtime's, with the key that seals the run's end). Where the kernel has no Landlock
+the tests that need it are skipped; the secret config field is withheld everywhere."""
 
 import json
 
@@ -54,6 +55,9 @@ def test_the_exercise_files_and_the_checkout_cannot_be_read_from_a_run(tmp_path)
         str(EXERCISES / "async-gradient-accumulation" / "examples" / "race_no_lock.py"),
         str(EXERCISES.parent / "README.md"),
         "/etc/hostname",
+        "/proc/self/mem",
+        "/proc/self/environ",
+        "/proc/self/maps",
     ]
     path = tmp_path / "reads.py"
     path.write_text(READS.format(paths=secrets))
