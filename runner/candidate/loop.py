@@ -191,12 +191,17 @@ class CandidateLoop(asyncio.SelectorEventLoop):
         finally:
             self.runtime.loop_running = outer
 
-    def call_exception_handler(self, context) -> None:
+    def call_exception_handler(
+        self, context, _isinstance=isinstance, _tasks=witness._TASKS, _dropped=witness.DROPPED,
+        _reported=witness.REPORTED, _next=next,
+    ) -> None:
         # A task collected while still pending, or failed with nobody retrieving its
-        # error, reports itself here as it goes: the witness keeps what it said.
+        # error, reports itself here as it goes: the witness keeps what it said (what
+        # this uses is bound before the program runs, like the witness's own code).
         task = context.get("task") or context.get("future")
-        if isinstance(task, witness._TASKS):
-            witness.DROPPED.append((task, context.get("exception")))
+        if _isinstance(task, _tasks):
+            _dropped.append((task, context.get("exception")))
+            _next(_reported)
         super().call_exception_handler(context)
 
     def run_in_executor(self, executor, func, *args):

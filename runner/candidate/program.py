@@ -12,19 +12,15 @@ from __future__ import annotations
 
 import _signal
 import asyncio
-import builtins
 import gc
 import inspect
 import io
-import json
-import json.encoder
 import linecache
-import socket
-import struct
 import sys
 import traceback
 import types
 from _hashlib import hmac_digest as _hmac_digest
+from json.encoder import c_make_encoder, encode_basestring_ascii
 
 from runner import protocol
 from runner.candidate import loop as loop_module
@@ -34,7 +30,6 @@ from runner.candidate.loop import CandidateLoop, Policy, Task
 from runner.candidate.proxies import build_classes
 from runner.candidate.runtime import Runtime, Stopped
 from runner.harness import candidate_module
-from runner.protocol import _ENCODE
 
 FILENAME = "/candidate/solution.py"
 OUTPUT_LIMIT = 64 * 1024
@@ -126,7 +121,7 @@ def run(runtime: Runtime, hello: dict, seal: bytes | None = None) -> bytes:
     # objects (a lost exception's text) comes before the tripwire's last look, and the
     # frame is sealed before anything of the program's can be freed.
     quiet()
-    running, failed = live_tasks(exclude=main)
+    running, failed = live_tasks(exclude=main, frozen=guard.frozen)
     stopped = "stopped" in end
     described = describe(running if stopped else running + [t for t, e in dropped_log if e is None])
     lost_error = None
@@ -196,12 +191,24 @@ def _quiet(
             pass
 
 
+def _no_default(value):
+    raise TypeError(f"{type(value).__name__} cannot be sent")
+
+
+# The end's own JSON encoder: the C one, made now, so nothing the program replaces in
+# ``json`` or the builtins changes what the end says (the frames' encoding otherwise).
+_END_ENCODER = c_make_encoder(
+    None, _no_default, encode_basestring_ascii, None, ":", ",", False, False, False
+)
+
+
 def _sealed(
-    end: dict, seal: bytes | None, _encode=_ENCODE, _digest=_hmac_digest, _bytes=bytes
+    end: dict, seal: bytes | None, _encoder=_END_ENCODER, _join="".join,
+    _digest=_hmac_digest,
 ) -> bytes:
     """The end frame's body: the message, and as its last member ``mac``, the HMAC-SHA256
     of the message without it under the run's key (the grader checks it on the bytes)."""
-    body = _encode(end).encode()
+    body = _join(_encoder(end, 0)).encode()
     if seal is None:
         return body
     mac = _digest(seal, body, "sha256").hex().encode()
@@ -277,39 +284,51 @@ def _error(exc: BaseException, prefix: str = "") -> dict:
 
 
 def _watched(loop) -> list:
-    """What the program must leave as it found it: the runtime's modules and classes,
-    and what the runtime's last steps use (the builtins, the wire and its encoder)."""
+    """What the program must leave as it found it: the runtime's modules and classes
+    and the wire's. The builtins, ``json``, ``socket`` and ``struct`` are not watched:
+    what counts and describes the run's end binds what it uses before the program runs,
+    the end is encoded by a C encoder made at import and sealed, and what only sends the
+    sealed bytes can spoil the frame, never forge one. (Each module watched costs every
+    run: comparing touches its every value, a copy-on-write page fault where the fork
+    server's pages are shared; the builtins alone cost ~1 ms a run.)"""
     modules = [loop_module, patches, proxies, witness, runtime_module, sys.modules[__name__],
-               builtins, protocol, json, json.encoder, struct, socket]  # fmt: skip
+               protocol]  # fmt: skip
     classes = [CandidateLoop, Task, type(loop._selector), loop_module._Future, Runtime,
-               witness.Guard, BoundedText, protocol.Channel, json.JSONEncoder,
-               socket.socket]  # fmt: skip
+               witness.Guard, BoundedText, protocol.Channel]  # fmt: skip
     return modules + classes
 
 
-def _where(task: asyncio.Task) -> str:
+# What describes the tasks left running is bound before the program runs (as the
+# witness's code is): a builtin replaced by the program changes nothing it reports.
+def _where(
+    task: asyncio.Task, _getattr=getattr, _repr=repr, _getline=linecache.getline,
+    _filename=FILENAME, _str=str,
+) -> str:
     coro = task.get_coro()
-    name = getattr(coro, "__qualname__", repr(coro))
+    name = _getattr(coro, "__qualname__", None)
+    name = name if type(name) is _str else _repr(coro)
     innermost = None
     while coro is not None:
-        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
-        if frame is not None and frame.f_code.co_filename == FILENAME:
+        frame = _getattr(coro, "cr_frame", None) or _getattr(coro, "gi_frame", None)
+        if frame is not None and frame.f_code.co_filename == _filename:
             innermost = frame
-            name = getattr(coro, "__qualname__", name)
-        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+            qualname = _getattr(coro, "__qualname__", name)
+            name = qualname if type(qualname) is _str else name
+        coro = _getattr(coro, "cr_await", None) or _getattr(coro, "gi_yieldfrom", None)
     if innermost is None:
         return f"`{name}`"
-    line = linecache.getline(FILENAME, innermost.f_lineno).strip()
+    line = _getline(_filename, innermost.f_lineno).strip()
     return f"`{name}` at line {innermost.f_lineno}: `{line}`"
 
 
-def _describe(tasks) -> list[str]:
+def _describe(
+    tasks, _where=_where, _sorted=sorted, _len=len, _most=MAX_TASKS_LISTED
+) -> list[str]:
     counts: dict[str, int] = {}
     for task in tasks:
         where = _where(task)
         counts[where] = counts.get(where, 0) + 1
-    described = [f"{n} x {where}" if n > 1 else where for where, n in sorted(counts.items())]
-    return described[:MAX_TASKS_LISTED] + (
-        [f"and {len(described) - MAX_TASKS_LISTED} more"] if len(described) > MAX_TASKS_LISTED
-        else []
+    described = [f"{n} x {where}" if n > 1 else where for where, n in _sorted(counts.items())]
+    return described[:_most] + (
+        [f"and {_len(described) - _most} more"] if _len(described) > _most else []
     )

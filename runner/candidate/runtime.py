@@ -170,10 +170,23 @@ class Runtime:
         (a number that is not finite or too large, a string or list past the bounds,
         nesting too deep) raises here, in the program, where it called: a ValueError or
         OverflowError it can catch, as a real library's bad argument would."""
+        kind = type(value)
+        # The common cases first, exact types only: nothing of theirs to ask.
+        if value is None or kind is bool:
+            return value
+        if kind is int and -MAX_INT <= value <= MAX_INT:
+            return value
+        if kind is float and math.isfinite(value):
+            return value
+        if kind is str and len(value) <= MAX_STRING:
+            return value
+        handle = getattr(kind, "_overlap_is_proxy", False) and object.__getattribute__(
+            value, "_h"
+        )
+        if handle:
+            return {"$h": handle}
         if depth > MAX_DEPTH:
             raise ValueError(f"a value nested more than {MAX_DEPTH} deep cannot be passed")
-        if value is None or isinstance(value, bool):
-            return bool(value) if value is not None else None
         # Subclasses are sent as the plain value they hold (their own methods not asked).
         if isinstance(value, int):
             value = int.__int__(value)
@@ -190,11 +203,6 @@ class Runtime:
             if len(value) > MAX_STRING:
                 raise ValueError(f"a string over {MAX_STRING:,} characters cannot be passed")
             return value
-        handle = getattr(type(value), "_overlap_is_proxy", False) and object.__getattribute__(
-            value, "_h"
-        )
-        if handle:
-            return {"$h": handle}
         if isinstance(value, list | tuple):
             if len(value) > MAX_ITEMS:
                 raise ValueError(f"a list over {MAX_ITEMS:,} items cannot be passed")

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import os
 import sys
 import types
@@ -41,6 +42,7 @@ _c_cancelled = asyncio.futures._CFuture.cancelled
 _c_log_traceback = asyncio.futures._CFuture.__dict__["_log_traceback"]
 _py_done = asyncio.futures._PyFuture.done
 _py_cancelled = asyncio.futures._PyFuture.cancelled
+_c_get_coro = asyncio.tasks._CTask.get_coro
 _get_objects = gc.get_objects
 _getframe = sys._getframe
 
@@ -62,18 +64,30 @@ _FRAME_GIVERS = {
     "currentframe", "stack", "trace", "getouterframes", "getinnerframes", "walk_stack",
     "walk_tb", "_task_get_stack", "<lambda>",
 }
+# Those that walk up from a frame (to its callers): above the program's frames are the
+# runtime's, whose locals it must not see. (``walk_tb`` and ``trace`` walk a traceback
+# down from where it was caught: the program's own frames and what it called.)
+_STACK_WALKERS = {"currentframe", "stack", "getouterframes", "walk_stack"}
 
 # Every task the candidate's loop made, and how many it made: a task left running is
 # found by the collector's walk wherever it is referenced, and the registry keeps every
 # task referenced until the end (a program that empties it shows: the counts disagree).
+# The counts only go up (``itertools.count``: a program can advance one, never take it
+# back), so a list emptied in place shows too.
 REGISTRY: list = []
-CREATED = [0]
+CREATED = itertools.count()
 DROPPED: list = []  # what the loop reported of tasks collected failed or still pending
+REPORTED = itertools.count()  # how many reports the loop made into DROPPED
 
 
-def register(task) -> None:
-    CREATED[0] += 1
-    REGISTRY.append(task)
+def counted(counter, _reduce=itertools.count.__reduce__) -> int:
+    """How far ``counter`` went, without advancing it."""
+    return _reduce(counter)[1][0]
+
+
+def register(task, _created=CREATED, _registry=REGISTRY, _next=next) -> None:
+    _next(_created)
+    _registry.append(task)
 
 
 def _trusted(
@@ -162,6 +176,7 @@ def _refuse(guard, what: str, _where=_where, _error=PermissionError) -> None:
 def _frames(
     guard, what: str, _caller=_caller, _trusted=_trusted, _refuse=_refuse,
     _givers=frozenset(_FRAME_GIVERS), _stdlib=_STDLIB, _startswith=str.startswith,
+    _upward=frozenset(_STACK_WALKERS),
 ) -> None:
     frame = _caller(4)
     if frame is None:
@@ -170,6 +185,12 @@ def _frames(
         _refuse(guard, what)
     elif frame.f_code.co_name in _givers and _startswith(frame.f_code.co_filename, _stdlib):
         outer = frame.f_back
+        if frame.f_code.co_name in _upward:
+            # A walk up the stack hands out the runtime's frames above the program's,
+            # whichever standard-library code consumes it (``StackSummary.extract``,
+            # ``heapq.nsmallest``): the first frame outside the standard library decides.
+            while outer is not None and _startswith(outer.f_code.co_filename, _stdlib):
+                outer = outer.f_back
         if outer is not None and not _trusted(outer.f_code):
             _refuse(guard, f"{what} (through {frame.f_code.co_name}())")
 
@@ -218,9 +239,10 @@ class Guard:
 
     def install(
         self, filename: str, watched: list, _label=_label, _identities=_identities,
-        _list=list, _addaudithook=sys.addaudithook,
+        _list=list, _addaudithook=sys.addaudithook, _freeze_count=gc.get_freeze_count,
     ) -> None:
         """Arm the hook, and remember the runtime's modules and classes as they are."""
+        self.frozen = _freeze_count()  # frozen objects are out of the collector's walk
         self._watched = _list(watched)
         # by position: a module and a class may share a name (socket, socket.socket)
         self._snapshot = [_identities(obj) for obj in self._watched]
@@ -240,13 +262,17 @@ class Guard:
     def finish(
         self, loop, _label=_label, _identities=_identities, _vars=vars, _len=len,
         _set=set, _id=id, _sorted=sorted, _created=CREATED, _registry=REGISTRY, _zip=zip,
+        _counted=counted, _reported=REPORTED, _dropped=DROPPED,
     ) -> str | None:
         """Disarm; what the program reached for, or which part of the runtime it changed."""
         self.armed = False
         if self.first is not None:
             return self.first
-        if _created[0] != _len(_registry) or _len({_id(task) for task in _registry}) != _created[0]:
+        made = _counted(_created)
+        if made != _len(_registry) or _len({_id(task) for task in _registry}) != made:
             return "emptying the runtime's record of the tasks it made"
+        if _counted(_reported) != _len(_dropped):
+            return "emptying the runtime's record of the tasks the loop reported"
         if "call_exception_handler" in _vars(loop):
             return "replacing the event loop's exception reporting"
         for obj, before in _zip(self._watched, self._snapshot):
@@ -263,26 +289,40 @@ def _done(task, _isinstance=isinstance, _ctask=_CTask, _c_done=_c_done, _py_done
     return _c_done(task) if _isinstance(task, _ctask) else _py_done(task)
 
 
+def _suspended(task, _get_coro=_c_get_coro, _getattr=getattr, _isinstance=isinstance,
+               _ctask=_CTask) -> bool:
+    """Whether the task's coroutine is still suspended (not finished): then the task runs,
+    even if its future was marked done behind its back (``Future.set_result`` on it)."""
+    coro = _get_coro(task) if _isinstance(task, _ctask) else task._coro
+    return (_getattr(coro, "cr_frame", None) or _getattr(coro, "gi_frame", None)) is not None
+
+
 def _serial(task, _getattr=getattr, _type=type, _int=int) -> int:
     serial = _getattr(task, "__dict__", {}).get("_overlap_serial")
     return serial if _type(serial) is _int else 1 << 62
 
 
 def live_tasks(
-    exclude=None, _registry=REGISTRY, _get_objects=_get_objects, _isinstance=isinstance,
+    exclude=None, frozen=None, _freeze_count=gc.get_freeze_count, _unfreeze=gc.unfreeze,
+    _registry=REGISTRY, _get_objects=_get_objects, _isinstance=isinstance,
     _tasks=_TASKS, _ctask=_CTask, _done=_done, _c_cancelled=_c_cancelled,
     _c_log_traceback=_c_log_traceback, _py_cancelled=_py_cancelled, _getattr=getattr,
-    _set=set, _id=id, _sorted=sorted, _serial=_serial,
+    _set=set, _id=id, _sorted=sorted, _serial=_serial, _suspended=_suspended,
 ) -> tuple[list, list]:
     """(tasks still running, tasks that failed and whose error nobody retrieved), found
-    by walking every object the collector tracks, in creation order."""
+    by walking every object the collector tracks, in creation order. ``frozen``: the
+    collector's frozen count when the program started; where it changed (the program
+    froze objects, which takes them out of the walk, or freed some of the fork server's),
+    everything is unfrozen first, and the walk covers the fork server's objects too."""
+    if frozen is not None and _freeze_count() != frozen:
+        _unfreeze()
     running, failed = [], []
     seen = _set()
     for obj in [*_registry, *_get_objects()]:
         if not _isinstance(obj, _tasks) or obj is exclude or _id(obj) in seen:
             continue
         seen.add(_id(obj))
-        if not _done(obj):
+        if not _done(obj) or _suspended(obj):
             running.append(obj)
         elif _isinstance(obj, _ctask):
             if not _c_cancelled(obj) and _c_log_traceback.__get__(obj):

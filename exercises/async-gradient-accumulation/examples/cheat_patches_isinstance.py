@@ -1,10 +1,11 @@
 """The reference with a task left running, and a builtin replaced so that the count of
-running tasks at the end finds none: ``isinstance`` answers False when asked about
-asyncio's task classes. The runtime's own code binds what it uses before the program
-runs, and the builtins are among what it checks at the end: "reached into the grading
-runtime" (it was accepted).
+running tasks at the end would find none: ``isinstance`` answers False when asked about
+asyncio's task classes. What counts and describes the tasks binds what it uses before
+the program runs, so the replaced builtin changes nothing: the task is found, `wrong`
+(it was accepted).
 
-expect: runtime_error
+expect: wrong
+failing: clean_shutdown
 """
 
 import asyncio

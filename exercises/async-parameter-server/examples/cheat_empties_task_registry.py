@@ -1,12 +1,13 @@
 """Cheat: leaves a task waiting on a queue forever, then empties the runtime's record of
-the tasks it made (and its count) so that nothing looks left running. The tasks still
-running are found by the interpreter's own object walk, whatever any list says.
+the tasks it made (and tries to reset its count) so that nothing looks left running. The
+count only goes up, so the emptied record shows: "reached into the grading runtime"
+(and the task still running is found by the interpreter's own object walk anyway).
 
-expect: wrong
-failing: clean_shutdown
+expect: runtime_error
 """
 
 import asyncio
+import contextlib
 import sys
 
 
@@ -30,4 +31,5 @@ class Trainer:
         for name, module in list(sys.modules.items()):
             if name.startswith("runner.candidate") and hasattr(module, "REGISTRY"):
                 module.REGISTRY.clear()
-                module.CREATED[0] = 0
+                with contextlib.suppress(TypeError):  # a count that cannot be set back
+                    module.CREATED[0] = 0
