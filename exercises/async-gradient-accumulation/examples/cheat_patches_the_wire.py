@@ -1,9 +1,10 @@
 """The reference with a task left running, and the runtime's message encoder wrapped so
-that the end of the run goes out without its list of running tasks. The wire's module is
-among what the runtime checks at the end: "reached into the grading runtime" (it was
-accepted).
+that the end of the run would go out without its list of running tasks. The end is
+encoded by the runtime's own C encoder, made before the program runs, so the wrapper
+changes nothing: the task is reported, `wrong` (it was accepted).
 
-expect: runtime_error
+expect: wrong
+failing: clean_shutdown
 """
 
 import asyncio
