@@ -36,7 +36,7 @@ $(VENV)/.installed: pyproject.toml
 $(RUNNER_VENV)/.installed: runner/requirements.txt
 	@test -n "$(PYTHON_RUNNER)" || { echo "Python 3.11 not found (set PYTHON_RUNNER=...)"; exit 1; }
 	$(PYTHON_RUNNER) -m venv $(RUNNER_VENV)
-	$(RUNNER_VENV)/bin/pip install -qq -r runner/requirements.txt pytest==9.0.3
+	$(RUNNER_VENV)/bin/pip install -qq -r runner/requirements.txt pytest==9.0.3 pytest-timeout==2.4.0
 	touch $@
 
 node_modules/.installed: package.json package-lock.json

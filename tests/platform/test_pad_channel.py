@@ -40,7 +40,7 @@ def _interviewer(session, client):
                                  headers=[ORIGIN, (b"cookie", cookie)])
 
 
-async def _next(ws, kind, timeout=3):
+async def _next(ws, kind, timeout=10):  # generous: a loaded CI machine
     while True:
         message = await ws.receive_json_from(timeout=timeout)
         if message["type"] == kind:
